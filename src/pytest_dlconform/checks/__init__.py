@@ -1,0 +1,1 @@
+"""Oracles: independent checks that suites compare frameworks against."""

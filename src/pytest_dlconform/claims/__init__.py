@@ -1,0 +1,114 @@
+"""The claim registry: every documented behaviour the suites check, as data.
+
+One TOML file per area lives beside this module. Each ``[[claim]]`` has:
+
+- ``id``: ``area.topic.name``; the area is one of :data:`AREAS`.
+- ``statement``: the claim made precise enough to fail; this is what the test checks.
+- ``source``: where it comes from (a seed document and its sentence, or a documentation page).
+- ``frameworks``: which frameworks it concerns.
+- ``seed``: optional, the seed's own wording where it differs from ``statement``.
+- ``seed_accuracy``: ``accurate`` (default), ``imprecise`` (narrower or vaguer than the
+  truth) or ``wrong``; the statement then records the precise truth side by side.
+- ``evidence``: optional note on how the claim can be observed (e.g. only through a
+  private API), shown in the ledger and the report.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Iterable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+AREAS = ("execution", "autodiff", "distributed", "export", "data", "modules", "precision", "interop")
+ACCURACY = ("accurate", "imprecise", "wrong")
+FRAMEWORKS = ("tensorflow", "torch")
+_ID = re.compile(r"^[a-z]+(\.[a-z0-9][a-z0-9-]*){1,3}$")
+
+
+class RegistryError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    statement: str
+    source: str
+    frameworks: tuple[str, ...]
+    seed: str | None = None
+    seed_accuracy: str = "accurate"
+    evidence: str | None = None
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id, "area": self.area, "statement": self.statement, "source": self.source,
+            "frameworks": list(self.frameworks), "seed": self.seed,
+            "seed_accuracy": self.seed_accuracy, "evidence": self.evidence,
+        }
+
+
+def _parse(area: str, entry: dict[str, object]) -> Claim:
+    cid = str(entry.get("id", ""))
+    where = f"claims/{area}.toml, claim {cid or '<no id>'}"
+    if not _ID.match(cid) or cid.split(".", 1)[0] != area:
+        raise RegistryError(f"{where}: id must look like '{area}.topic.name' (lower case, 2-4 dotted parts)")
+    frameworks = tuple(entry.get("frameworks", ()))  # type: ignore[arg-type]
+    if not frameworks or any(fw not in FRAMEWORKS for fw in frameworks):
+        raise RegistryError(f"{where}: frameworks must be a non-empty subset of {FRAMEWORKS}")
+    accuracy = str(entry.get("seed_accuracy", "accurate"))
+    if accuracy not in ACCURACY:
+        raise RegistryError(f"{where}: seed_accuracy must be one of {ACCURACY}")
+    for key in ("statement", "source"):
+        if not str(entry.get(key, "")).strip():
+            raise RegistryError(f"{where}: '{key}' is required")
+    unknown = set(entry) - {"id", "statement", "source", "frameworks", "seed", "seed_accuracy", "evidence"}
+    if unknown:
+        raise RegistryError(f"{where}: unknown keys {sorted(unknown)}")
+    return Claim(
+        id=cid, statement=str(entry["statement"]).strip(), source=str(entry["source"]).strip(),
+        frameworks=frameworks, seed=_opt(entry.get("seed")), seed_accuracy=accuracy,
+        evidence=_opt(entry.get("evidence")),
+    )
+
+
+def _opt(value: object) -> str | None:
+    return None if value is None else str(value).strip()
+
+
+@functools.lru_cache(maxsize=1)
+def registry() -> dict[str, Claim]:
+    """All registered claims by id, in file order, areas in :data:`AREAS` order."""
+    claims: dict[str, Claim] = {}
+    folder = resources.files(__name__)
+    for area in AREAS:
+        path = folder / f"{area}.toml"
+        if not path.is_file():
+            continue
+        for entry in tomllib.loads(path.read_text(encoding="utf-8")).get("claim", []):
+            claim = _parse(area, entry)
+            if claim.id in claims:
+                raise RegistryError(f"claims/{area}.toml: duplicate claim id {claim.id}")
+            claims[claim.id] = claim
+    return claims
+
+
+def get(claim_id: str) -> Claim | None:
+    return registry().get(claim_id)
+
+
+def matching(globs: Iterable[str]) -> list[Claim]:
+    patterns = list(globs)
+    return [c for c in registry().values() if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]

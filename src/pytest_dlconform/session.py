@@ -1,0 +1,384 @@
+"""One conformance run: settings, devices, parametrization, selection, guards and results.
+
+:mod:`pytest_dlconform.plugin` forwards pytest hooks here; this module holds the logic
+so that it can be read (and tested) without the hook plumbing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import sys
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import pytest
+
+from . import claims as registry
+from . import devices, evidence, profiles, results
+from . import settings as opts
+from .frameworks import HarnessError, adapter, state_diff
+
+ITEM_KEY = pytest.StashKey["ItemInfo"]()
+EVIDENCE_KEY = pytest.StashKey[evidence.Recorder]()
+DESELECTED = "__dlconform_deselected__"
+SHORT = {"tensorflow": "tf", "torch": "torch"}
+FIXTURE_FRAMEWORK = {"tf": "tensorflow", "torch": "torch"}
+
+MARKERS = (
+    "claim(id): the documented claim this test checks, an id 'area.topic.name' from the claim "
+    "registry (list them with `dlconform claims`); --dl-claims selects by it.",
+    "min_devices(n): the test needs at least n devices of its device kind (logical CPU devices "
+    "count on cpu, see --dl-replicas); with fewer it reports 'not applicable'.",
+)
+
+
+@dataclass
+class ItemInfo:
+    claim: str
+    params: dict[str, str]
+    problem: str | None = None  # set for a test that cannot run correctly: reported as error
+    not_applicable: str | None = None
+
+
+def settings_from_config(config: pytest.Config) -> opts.Settings:
+    cli = {name: config.getoption(f"dl_{name}") for name in opts.HELP}
+    ini = {name: config.getini(opts.ini_key(name)) for name in opts.HELP}
+    try:
+        return opts.build(opts.make_lookup(cli, os.environ, ini))
+    except opts.SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+class Run:
+    def __init__(self, config: pytest.Config, settings: opts.Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.collector = results.Collector()
+        self.workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+        self.inventory_text, self.kinds, self.threads = self._devices()
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Run:
+        run = cls(config, settings_from_config(config))
+        profiles.register()
+        if not config.getoption("hypothesis_profile", None):
+            profiles.load(run.settings.profile)
+        return run
+
+    # ------------------------------------------------------------ devices and workers
+
+    def _devices(self) -> tuple[str, tuple[str, ...], int | None]:
+        if self.workerinput is not None and "dlconform_kinds" in self.workerinput:
+            # A worker never re-discovers: collection must not depend on what it sees.
+            wi = self.workerinput
+            os.environ["CUDA_VISIBLE_DEVICES"] = wi[devices.WORKER_GPUS_KEY]
+            threads = int(wi["dlconform_threads"])
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                os.environ[var] = str(threads)
+            return wi["dlconform_inventory"], tuple(wi["dlconform_kinds"]), threads
+        inventory = devices.discover()
+        try:
+            kinds = devices.select(self.settings.device, inventory, self.settings.describe(opts.DEVICE))
+        except devices.DeviceError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self._inventory = inventory
+        return inventory.describe(), kinds, None
+
+    def worker_input(self, node: Any) -> dict[str, Any]:
+        n_workers = max(1, len(getattr(self.config.option, "tx", None) or []) or 1)
+        index = int(str(node.gateway.id).removeprefix("gw") or 0)
+        return {
+            "dlconform_kinds": list(self.kinds),
+            "dlconform_inventory": self.inventory_text,
+            devices.WORKER_GPUS_KEY: devices.worker_gpus(index, n_workers, self.kinds, self._inventory),
+            "dlconform_threads": devices.threads_per_worker(n_workers, self._inventory.cpu_count),
+        }
+
+    def configure_frameworks(self) -> None:
+        logical = self.settings.replicas if "cpu" in self.kinds else 1
+        for fw in self.settings.frameworks:
+            adapter(fw).configure(threads=self.threads, logical_cpus=logical)
+
+    def header_lines(self) -> list[str]:
+        s = self.settings
+        versions = ", ".join(f"{fw} {opts.framework_version(fw)}" for fw in s.frameworks)
+        recipe = (
+            f"--dl-device={s.device} --dl-framework={','.join(s.frameworks)} --dl-profile={s.profile} "
+            f"--dl-seed={s.seed} --dl-replicas={s.replicas}"
+        )
+        return [
+            f"dlconform: {versions}; devices found: {self.inventory_text}; selected: {', '.join(self.kinds)}",
+            f"dlconform: reproduce with: pytest {recipe} --dl-claims={','.join(s.claims)}",
+        ]
+
+    # ------------------------------------------------------------ parametrization and selection
+
+    def _frameworks_for(self, claim_id: str | None) -> list[str]:
+        claim = registry.get(claim_id) if claim_id else None
+        candidates = claim.frameworks if claim else opts.FRAMEWORK_CHOICES
+        installed = opts.installed_frameworks()
+        # Installed but not asked for: leave out. Not installed: keep, reported "not applicable".
+        return [fw for fw in candidates if fw in self.settings.frameworks or fw not in installed]
+
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        names = metafunc.fixturenames
+        marker = metafunc.definition.get_closest_marker("claim")
+        claim_id = marker.args[0] if marker and marker.args else None
+        frameworks = self._frameworks_for(claim_id)
+        if "dl_strategy" in names:
+            fixed = [FIXTURE_FRAMEWORK[n] for n in ("tf", "torch") if n in names]
+            fws = fixed or frameworks
+            pairs = [(fw, s) for fw in fws for s in self.settings.strategies_for(fw)]
+            values = pairs or [DESELECTED]
+            ids = [f"{SHORT[fw]}-{s}" for fw, s in pairs] or ["deselected"]
+            if "dl_framework" in names:
+                argvalues = [(p[0], p) for p in pairs] or [(DESELECTED, DESELECTED)]
+                metafunc.parametrize(["dl_framework", "dl_strategy"], argvalues, ids=ids, indirect=True, scope="session")
+            else:
+                metafunc.parametrize("dl_strategy", values, ids=ids, indirect=True, scope="session")
+        elif "dl_framework" in names:
+            metafunc.parametrize(
+                "dl_framework", frameworks or [DESELECTED], ids=[SHORT[f] for f in frameworks] or ["deselected"],
+                indirect=True, scope="session",
+            )
+        if "dl_device" in names:
+            metafunc.parametrize("dl_device", list(self.kinds), indirect=True, scope="session")
+
+    def select(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        explicit_claims = opts.CLAIMS in self.settings.sources
+        for item in items:
+            marker = item.get_closest_marker("claim")
+            claim_id = str(marker.args[0]) if marker and marker.args else None
+            params = self._params(item)
+            if DESELECTED in params.values() or self._unselected_framework(item):
+                dropped.append(item)
+                continue
+            if claim_id is None:
+                (dropped if explicit_claims else keep).append(item)
+                continue
+            if not self.settings.claim_selected(claim_id):
+                dropped.append(item)
+                continue
+            item.stash[ITEM_KEY] = self._item_info(item, claim_id, params)
+            keep.append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+    def _params(self, item: pytest.Item) -> dict[str, str]:
+        callspec = getattr(item, "callspec", None)
+        raw = dict(callspec.params) if callspec else {}
+        params: dict[str, str] = {}
+        fw = raw.get("dl_framework") or next((FIXTURE_FRAMEWORK[n] for n in ("tf", "torch") if n in item.fixturenames), None)
+        strategy = raw.get("dl_strategy")
+        if strategy == DESELECTED or fw == DESELECTED:
+            return {"framework": DESELECTED}
+        if isinstance(strategy, tuple):
+            fw, strategy = strategy
+        if "tf" in item.fixturenames and "torch" in item.fixturenames:
+            fw = "tf+torch"
+        if fw:
+            params["framework"] = SHORT.get(fw, fw)
+        if "dl_device" in raw:
+            params["device"] = str(raw["dl_device"])
+        if strategy:
+            params["strategy"] = str(strategy)
+        return params
+
+    def _unselected_framework(self, item: pytest.Item) -> bool:
+        installed = opts.installed_frameworks()
+        for name, fw in FIXTURE_FRAMEWORK.items():
+            if name in item.fixturenames and fw in installed and fw not in self.settings.frameworks:
+                return True
+        return False
+
+    def _item_info(self, item: pytest.Item, claim_id: str, params: dict[str, str]) -> ItemInfo:
+        info = ItemInfo(claim_id, params)
+        if registry.get(claim_id) is None:
+            info.problem = (
+                f"unknown claim id {claim_id!r}: register it in pytest_dlconform/claims/"
+                f"{claim_id.split('.')[0]}.toml or fix the @pytest.mark.claim(...) id"
+            )
+        need = item.get_closest_marker("min_devices")
+        if need and params.get("device"):
+            have = self.device_count(params["device"])
+            if have < int(need.args[0]):
+                info.not_applicable = (
+                    f"needs {need.args[0]} {params['device']} devices, this run has {have} "
+                    f"({self.inventory_text}; --dl-replicas={self.settings.replicas})"
+                )
+        return info
+
+    def device_count(self, kind: str) -> int:
+        if kind == "cpu":
+            return self.settings.replicas
+        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        return 1 if kind == "gpu" else len(gpus)
+
+    # ------------------------------------------------------------ fixtures
+
+    def framework_fixture(self, name: str) -> Any:
+        installed = opts.installed_frameworks()
+        if name not in installed:
+            pytest.skip(
+                f"{results.NOT_APPLICABLE_PREFIX}{name} is not installed: "
+                f"{opts.FRAMEWORK_INSTALL_HINT[name]}"
+            )
+        ad = adapter(name)
+        ad.configure(threads=self.threads, logical_cpus=self.settings.replicas if "cpu" in self.kinds else 1)
+        return ad
+
+    def strategy_fixture(self, param: tuple[str, str], device: str) -> Any:
+        from .distribution import StrategyHandle
+
+        fw, name = param
+        self.framework_fixture(fw)
+        return StrategyHandle(framework=fw, name=name, replicas=self.settings.replicas, device=device)
+
+    def test_seed(self, node: pytest.Item) -> int:
+        return zlib.crc32(f"{self.settings.seed}:{node.nodeid}".encode()) & 0x7FFFFFFF
+
+    @contextlib.contextmanager
+    def guard(self, node: pytest.Item) -> Iterator[None]:
+        info = node.stash.get(ITEM_KEY, None)
+        if info is None:
+            yield
+            return
+        if info.problem:
+            raise HarnessError(info.problem)
+        if info.not_applicable:
+            pytest.skip(results.NOT_APPLICABLE_PREFIX + info.not_applicable)
+        loaded = [fw for fw in opts.FRAMEWORK_CHOICES if fw in sys.modules]
+        before = {fw: adapter(fw).snapshot() for fw in loaded}
+        rng = (random.getstate(), _numpy_state())
+        self._seed_everything(self.test_seed(node), loaded)
+        with evidence.recording() as recorder, self._device_scope(info.params.get("device"), loaded):
+            node.stash[EVIDENCE_KEY] = recorder
+            yield
+        random.setstate(rng[0])
+        _restore_numpy_state(rng[1])
+        leaks = []
+        for fw, state in before.items():
+            after = adapter(fw).snapshot()
+            leaks += state_diff(state, after)
+            adapter(fw).restore(state)
+        if leaks:
+            pytest.fail(
+                "this test changed global framework state and did not restore it: " + "; ".join(leaks)
+                + " (restored now; use a context manager or try/finally in the test)",
+                pytrace=False,
+            )
+
+    @contextlib.contextmanager
+    def _device_scope(self, kind: str | None, loaded: list[str]) -> Iterator[None]:
+        """Make the test's device kind the default one, where there is a choice at all."""
+        if kind is None or not any(k != "cpu" for k in self.kinds):
+            yield
+            return
+        with contextlib.ExitStack() as stack:
+            if "tensorflow" in loaded:
+                tf = adapter("tensorflow").module
+                stack.enter_context(tf.device(adapter("tensorflow").device("cpu" if kind == "cpu" else "gpu")))
+            if "torch" in loaded:
+                torch = adapter("torch").module
+                previous = torch.get_default_device()
+                torch.set_default_device(adapter("torch").device("cpu" if kind == "cpu" else "gpu"))
+                stack.callback(torch.set_default_device, previous)
+            yield
+
+    def _seed_everything(self, seed: int, loaded: list[str]) -> None:
+        random.seed(seed)
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed(seed)
+        for fw in loaded:
+            adapter(fw).seed(seed)
+
+    def repro(self, item: pytest.Item) -> str:
+        s = self.settings
+        device = self._params(item).get("device")
+        parts = [
+            "pytest", repr(item.nodeid), f"--dl-profile={s.profile}", f"--dl-seed={s.seed}",
+            f"--dl-framework={','.join(s.frameworks)}", f"--dl-replicas={s.replicas}",
+        ]
+        if device:
+            parts.append(f"--dl-device={device}")
+        return (
+            " ".join(parts) + f"  # test seed {self.test_seed(item)}; hypothesis prints the falsifying "
+            "example above and, in the ci/thorough profiles, a @reproduce_failure blob"
+        )
+
+    # ------------------------------------------------------------ results
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.collector.add(report)
+
+    @property
+    def is_controller(self) -> bool:
+        return self.workerinput is None
+
+    def summarize(self, terminalreporter: Any) -> None:
+        if not self.is_controller or not self.collector.tests:
+            return
+        terminalreporter.write_sep("=", "dlconform conformance matrix")
+        for line in results.matrix_lines(self.collector, terminalreporter._tw.fullwidth):
+            terminalreporter.write_line(line)
+        reasons = sorted({r.reason for r in self.collector.tests.values() if r.verdict == results.NOT_APPLICABLE})
+        for reason in reasons:
+            terminalreporter.write_line(f"n/a: {reason}")
+
+    def environment(self) -> dict[str, Any]:
+        s = self.settings
+        versions = {fw: opts.framework_version(fw) or "not installed" for fw in opts.FRAMEWORK_CHOICES}
+        for extra in ("keras", "numpy", "hypothesis", "pytest"):
+            versions[extra] = _dist_version(extra)
+        settings_dict = {
+            "device": s.device, "selected_devices": list(self.kinds), "frameworks": list(s.frameworks),
+            "strategies": list(s.strategies), "replicas": s.replicas, "claims": list(s.claims),
+            "profile": s.profile, "seed": s.seed,
+        }
+        return results.environment(settings_dict, versions, self.inventory_text)
+
+    def finish(self, session: pytest.Session) -> None:
+        if not self.is_controller or not self.settings.report:
+            return
+        claims = {cid: c.as_dict() for cid, c in registry.registry().items()}
+        doc = results.report_document(self.collector, self.environment(), claims)
+        results.write_atomic(self.settings.report, json.dumps(doc, indent=2, sort_keys=True))
+
+
+def phase_verdict(report: pytest.TestReport, call: pytest.CallInfo[None]) -> str:
+    if report.passed:
+        return results.HOLDS
+    if report.skipped:
+        return results.NOT_APPLICABLE
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if report.when == "call" and exc is not None and (
+        results.is_violation(exc) or isinstance(exc, pytest.fail.Exception)
+    ) and not isinstance(exc, HarnessError):
+        return results.VIOLATED
+    return results.ERROR
+
+
+def _numpy_state() -> Any:
+    np = sys.modules.get("numpy")
+    return np.random.get_state() if np is not None else None
+
+
+def _restore_numpy_state(state: Any) -> None:
+    if state is not None:
+        sys.modules["numpy"].random.set_state(state)
+
+
+def _dist_version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"

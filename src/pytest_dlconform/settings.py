@@ -1,0 +1,263 @@
+"""Options: ``--dl-*`` flags, ``DLCONFORM_*`` environment variables and ``dl_*`` ini keys.
+
+Each value is read once, validated once and kept in one frozen :class:`Settings`.
+Precedence is command line > environment > ini file > built-in default, and every
+error names the value, the valid choices and where the value came from.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Callable, Mapping, Sequence
+
+DEVICE = "device"
+FRAMEWORK = "framework"
+STRATEGY = "strategy"
+REPLICAS = "replicas"
+CLAIMS = "claims"
+PROFILE = "profile"
+SEED = "seed"
+REPORT = "report"
+HTML = "html"
+BASELINE = "baseline"
+TIMEOUT = "timeout"
+
+DEVICE_CHOICES = ("cpu", "gpu", "multi-gpu", "all", "auto")
+FRAMEWORK_CHOICES = ("tensorflow", "torch")
+FRAMEWORK_ALIASES = {"tf": "tensorflow", "pytorch": "torch"}
+# Which distribution package provides each framework: any of them counts as installed.
+FRAMEWORK_DISTRIBUTIONS = {
+    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel"),
+    "torch": ("torch",),
+}
+FRAMEWORK_INSTALL_HINT = {
+    "tensorflow": "pip install 'pytest-dlconform[tensorflow]' (or tensorflow-cpu)",
+    "torch": "pip install 'pytest-dlconform[torch]'",
+}
+STRATEGY_CHOICES = {
+    "tensorflow": ("default", "one-device", "mirrored", "multi-worker", "parameter-server", "tpu"),
+    "torch": ("single", "ddp", "fsdp"),
+}
+ALL_STRATEGIES = tuple(s for names in STRATEGY_CHOICES.values() for s in names)
+PROFILE_CHOICES = ("quick", "ci", "thorough")
+
+
+def flag(name: str) -> str:
+    return f"--dl-{name}"
+
+
+def ini_key(name: str) -> str:
+    return f"dl_{name.replace('-', '_')}"
+
+
+def env_var(name: str) -> str:
+    return f"DLCONFORM_{name.replace('-', '_').upper()}"
+
+
+HELP = {
+    DEVICE: "device kind to run on: cpu, gpu, multi-gpu, all (every kind found), auto (gpu if found, else cpu). Default: auto.",
+    FRAMEWORK: "comma list of frameworks: tensorflow, torch. Default: those installed.",
+    STRATEGY: "comma list of distribution strategies for the dl_strategy fixture, or 'all'. "
+    f"TensorFlow: {', '.join(STRATEGY_CHOICES['tensorflow'])}; torch: {', '.join(STRATEGY_CHOICES['torch'])}. Default: all.",
+    REPLICAS: "replicas for multi-replica strategies (logical CPU devices for TensorFlow, processes for torch). Default: 2.",
+    CLAIMS: "comma list of claim-id globs; only tests whose claim matches run (e.g. 'autodiff.*'). Default: all.",
+    PROFILE: "hypothesis budget: quick (development), ci (derandomized, no example database), thorough (nightly/upgrade). Default: ci.",
+    SEED: "base seed for per-test framework seeds (integer). Default: 0.",
+    REPORT: "write a versioned JSON report of claims, verdicts and evidence to this path.",
+    HTML: "write a self-contained HTML conformance matrix to this path.",
+    BASELINE: "compare this run with an earlier JSON report and fail on any regressed claim.",
+    TIMEOUT: "deadline in seconds for each multi-process group or cluster. Default: 120.",
+}
+
+
+class SettingsError(ValueError):
+    """A bad option value; the message is one line, ready for pytest.UsageError."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    device: str = "auto"
+    frameworks: tuple[str, ...] = ()
+    strategies: tuple[str, ...] = ALL_STRATEGIES
+    replicas: int = 2
+    claims: tuple[str, ...] = ("*",)
+    profile: str = "ci"
+    seed: int = 0
+    report: str | None = None
+    html: str | None = None
+    baseline: str | None = None
+    timeout: float = 120.0
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def claim_selected(self, claim_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(claim_id, pattern) for pattern in self.claims)
+
+    def strategies_for(self, framework: str) -> tuple[str, ...]:
+        return tuple(s for s in self.strategies if s in STRATEGY_CHOICES[framework])
+
+    def describe(self, name: str) -> str:
+        return self.sources.get(name, "default")
+
+
+def installed_frameworks() -> tuple[str, ...]:
+    return tuple(fw for fw in FRAMEWORK_CHOICES if framework_version(fw) is not None)
+
+
+def framework_version(framework: str) -> str | None:
+    """Version of an installed framework, read without importing it."""
+    for dist in FRAMEWORK_DISTRIBUTIONS[framework]:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+# A raw value and a phrase saying where it came from ("--dl-device", "DLCONFORM_DEVICE", ...).
+Raw = tuple[str, str]
+Lookup = Callable[[str], "Raw | None"]
+
+
+def make_lookup(cli: Mapping[str, object], env: Mapping[str, str], ini: Mapping[str, object]) -> Lookup:
+    """Find one option's raw value by precedence CLI > env > ini."""
+
+    def lookup(name: str) -> Raw | None:
+        value = cli.get(name)
+        if value is not None:
+            return str(value), flag(name)
+        if env.get(env_var(name)) not in (None, ""):
+            return env[env_var(name)], f"environment variable {env_var(name)}"
+        value = ini.get(name)
+        if value not in (None, "", []):
+            return str(value), f"ini key {ini_key(name)}"
+        return None
+
+    return lookup
+
+
+def _bad(name: str, raw: Raw, problem: str, fix: str) -> SettingsError:
+    value, source = raw
+    return SettingsError(f"{flag(name)}={value!r} (from {source}): {problem}; {fix}")
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _choice(name: str, raw: Raw, choices: Sequence[str]) -> str:
+    value = raw[0].strip().lower()
+    if value not in choices:
+        raise _bad(name, raw, "not a valid choice", f"use one of: {', '.join(choices)}")
+    return value
+
+
+def _frameworks(raw: Raw | None, installed: Sequence[str]) -> tuple[str, ...]:
+    if raw is None:
+        if not installed:
+            raise SettingsError(
+                "no framework is installed: install one with "
+                + " or ".join(FRAMEWORK_INSTALL_HINT.values())
+            )
+        return tuple(installed)
+    chosen: list[str] = []
+    for part in _split(raw[0]) or [""]:
+        name = FRAMEWORK_ALIASES.get(part.lower(), part.lower())
+        if name not in FRAMEWORK_CHOICES:
+            raise _bad(FRAMEWORK, raw, f"unknown framework {part!r}", f"use a comma list of: {', '.join(FRAMEWORK_CHOICES)}")
+        if name not in installed:
+            raise _bad(FRAMEWORK, raw, f"{name} is not installed", f"install it with {FRAMEWORK_INSTALL_HINT[name]}, or leave it out")
+        if name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
+
+
+def _strategies(raw: Raw | None) -> tuple[str, ...]:
+    if raw is None or raw[0].strip().lower() == "all":
+        return ALL_STRATEGIES
+    chosen: list[str] = []
+    for part in _split(raw[0]) or [""]:
+        if part.lower() not in ALL_STRATEGIES:
+            raise _bad(STRATEGY, raw, f"unknown strategy {part!r}", f"use 'all' or a comma list of: {', '.join(ALL_STRATEGIES)}")
+        chosen.append(part.lower())
+    return tuple(dict.fromkeys(chosen))
+
+
+def _positive_int(name: str, raw: Raw, minimum: int) -> int:
+    try:
+        value = int(raw[0])
+    except ValueError:
+        raise _bad(name, raw, "not an integer", f"pass an integer >= {minimum}") from None
+    if value < minimum:
+        raise _bad(name, raw, f"must be at least {minimum}", f"pass an integer >= {minimum}")
+    return value
+
+
+def _positive_float(name: str, raw: Raw) -> float:
+    try:
+        value = float(raw[0])
+    except ValueError:
+        raise _bad(name, raw, "not a number", "pass a number of seconds > 0") from None
+    if not value > 0:
+        raise _bad(name, raw, "must be positive", "pass a number of seconds > 0")
+    return value
+
+
+def _claims(raw: Raw | None) -> tuple[str, ...]:
+    if raw is None:
+        return ("*",)
+    globs = _split(raw[0])
+    if not globs:
+        raise _bad(CLAIMS, raw, "no claim glob given", "pass e.g. 'autodiff.*' or 'autodiff.*,execution.function.*'")
+    return tuple(globs)
+
+
+def _output_path(name: str, raw: Raw | None) -> str | None:
+    if raw is None:
+        return None
+    path = os.path.abspath(raw[0])
+    parent = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise _bad(name, raw, "is a directory", "pass a file path, e.g. dlconform-report.json")
+    if not os.path.isdir(parent):
+        raise _bad(name, raw, f"directory {parent} does not exist", "create it first or choose another path")
+    if not os.access(parent, os.W_OK):
+        raise _bad(name, raw, f"directory {parent} is not writable", "choose a writable path")
+    return path
+
+
+def _input_path(name: str, raw: Raw | None) -> str | None:
+    if raw is None:
+        return None
+    path = os.path.abspath(raw[0])
+    if not os.path.isfile(path):
+        raise _bad(name, raw, "no such file", "pass the path of an earlier --dl-report JSON file")
+    return path
+
+
+def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
+    """Read and validate every option; raise SettingsError on the first bad one."""
+    installed = installed_frameworks() if installed is None else tuple(installed)
+    raws = {name: lookup(name) for name in HELP}
+    sources = {name: raw[1] for name, raw in raws.items() if raw is not None}
+
+    def get(name: str, convert: Callable[[Raw], object], default: object) -> object:
+        raw = raws[name]
+        return default if raw is None else convert(raw)
+
+    return Settings(
+        device=str(get(DEVICE, lambda r: _choice(DEVICE, r, DEVICE_CHOICES), "auto")),
+        frameworks=_frameworks(raws[FRAMEWORK], installed),
+        strategies=_strategies(raws[STRATEGY]),
+        replicas=int(get(REPLICAS, lambda r: _positive_int(REPLICAS, r, 1), 2)),  # type: ignore[arg-type]
+        claims=_claims(raws[CLAIMS]),
+        profile=str(get(PROFILE, lambda r: _choice(PROFILE, r, PROFILE_CHOICES), "ci")),
+        seed=int(get(SEED, lambda r: _positive_int(SEED, r, 0), 0)),  # type: ignore[arg-type]
+        report=_output_path(REPORT, raws[REPORT]),
+        html=_output_path(HTML, raws[HTML]),
+        baseline=_input_path(BASELINE, raws[BASELINE]),
+        timeout=float(get(TIMEOUT, lambda r: _positive_float(TIMEOUT, r), 120.0)),  # type: ignore[arg-type]
+        sources=sources,
+    )

@@ -1,0 +1,1 @@
+"""The conformance suites shipped with pytest-dlconform (one package per claim area)."""
