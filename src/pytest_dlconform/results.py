@@ -16,11 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from . import NOT_APPLICABLE_PREFIX
+
 HOLDS, VIOLATED, NOT_APPLICABLE, ERROR = "holds", "violated", "not applicable", "error"
 VERDICTS = (HOLDS, VIOLATED, NOT_APPLICABLE, ERROR)
 _SEVERITY = {HOLDS: 0, NOT_APPLICABLE: 1, VIOLATED: 2, ERROR: 3}
 SYMBOL = {HOLDS: "ok", VIOLATED: "FAIL", NOT_APPLICABLE: "n/a", ERROR: "ERR"}
-NOT_APPLICABLE_PREFIX = "not applicable: "
 SCHEMA_VERSION = 1
 
 PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO = (
