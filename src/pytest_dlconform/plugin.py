@@ -8,6 +8,7 @@ from typing import Any, Generator
 import pytest
 
 from . import session as dlsession
+from . import results
 from . import settings as opts
 from .evidence import to_json
 from .results import PROP_CLAIM, PROP_EVIDENCE, PROP_PARAMS, PROP_REPRO, PROP_VERDICT
@@ -80,7 +81,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     info = item.stash.get(dlsession.ITEM_KEY, None)
     if info is None:
         return report
-    verdict = dlsession.phase_verdict(report, call)
+    # Each phase's verdict is the worst so far, so the teardown report (the one JUnit XML
+    # takes user properties from) carries the test's final verdict.
+    verdict = results.worst([item.stash.get(dlsession.VERDICT_KEY, results.HOLDS), dlsession.phase_verdict(report, call)])
+    item.stash[dlsession.VERDICT_KEY] = verdict
     props = [(PROP_CLAIM, info.claim), (PROP_PARAMS, info.params), (PROP_VERDICT, verdict)]
     recorder = item.stash.get(dlsession.EVIDENCE_KEY, None)
     if recorder is not None and report.when == "call":

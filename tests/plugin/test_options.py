@@ -1,0 +1,124 @@
+"""Options end to end: one-line usage errors (exit 4, no traceback), markers, deselection."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+NO_FRAMEWORK_TEST = """
+import pytest
+
+@pytest.mark.claim("autodiff.tape.watch")
+def test_a():
+    assert True
+
+@pytest.mark.claim("execution.function.speed")
+def test_b():
+    assert True
+
+def test_unmarked():
+    assert True
+"""
+
+
+def _one_line_error(result: pytest.RunResult, *fragments: str) -> None:
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = [line for line in result.stderr.lines if line.strip()]
+    assert len(err) == 1, result.stderr.str()
+    assert err[0].startswith("ERROR: ")
+    for fragment in fragments:
+        assert fragment in err[0]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_bad_flag_value(suite):
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    result = suite.runpytest_subprocess("--dl-device=tpu")
+    _one_line_error(result, "--dl-device='tpu' (from --dl-device)", "use one of: cpu, gpu, multi-gpu, all, auto")
+
+
+def test_bad_env_value_names_the_variable(suite, monkeypatch):
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    monkeypatch.setenv("DLCONFORM_REPLICAS", "zero")
+    result = suite.runpytest_subprocess()
+    _one_line_error(result, "from environment variable DLCONFORM_REPLICAS", "not an integer")
+
+
+def test_bad_ini_value_names_the_key(suite):
+    suite.makeini("[pytest]\naddopts = -p no:cacheprovider\ndl_profile = fast\n")
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    result = suite.runpytest_subprocess()
+    _one_line_error(result, "from ini key dl_profile", "quick, ci, thorough")
+
+
+def test_gpu_requested_on_a_machine_without_one_is_a_usage_error(suite, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU, even on a GPU machine
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    result = suite.runpytest_subprocess("--dl-device=gpu")
+    _one_line_error(result, "needs at least 1 GPU, but found 0 GPUs", "run with --dl-device=cpu")
+
+
+def test_markers_are_registered_with_signatures(suite):
+    result = suite.runpytest_subprocess("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.claim(id): *", "@pytest.mark.min_devices(n): *"])
+
+
+def test_claims_glob_selects_by_claim_and_deselects_unmarked(suite):
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    result = suite.runpytest_subprocess("--dl-claims=autodiff.*", "-v")
+    result.assert_outcomes(passed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*test_a PASSED*"])
+
+
+def test_no_matching_claim_collects_nothing_exit_5(suite):
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    result = suite.runpytest_subprocess("--dl-claims=distributed.*")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_plugin_can_be_disabled_by_name(suite):
+    suite.makepyfile("def test_x():\n    assert True\n")
+    result = suite.runpytest_subprocess("-p", "no:dlconform", "--dl-device=cpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unrecognized arguments: --dl-device=cpu" in result.stderr.str()
+
+
+def test_header_is_a_reproduction_recipe(suite):
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    result = suite.runpytest_subprocess("--dl-device=cpu", "--dl-seed=7", "--dl-profile=quick")
+    result.stdout.fnmatch_lines([
+        "dlconform: *devices found: * selected: cpu",
+        "dlconform: reproduce with: pytest --dl-device=cpu --dl-framework=* --dl-profile=quick --dl-seed=7 --dl-replicas=2 --dl-claims=*",
+    ])
+
+
+def test_loading_the_plugin_imports_no_framework(suite):
+    suite.makepyfile(
+        """
+        import sys
+        def test_frameworks_not_imported():
+            assert "tensorflow" not in sys.modules
+            assert "torch" not in sys.modules
+        """
+    )
+    result = suite.runpytest_subprocess("-p", "dlconform")
+    result.assert_outcomes(passed=1)
+
+
+def test_list_claims_prints_the_ledger_without_running(suite):
+    suite.makepyfile("def test_never():\n    raise SystemExit('ran')\n")
+    result = suite.runpytest_subprocess("--dl-list-claims", "--dl-claims=autodiff.tape.*")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["autodiff.tape.watch  [[]tensorflow[]]", "*claims"])
+    assert "ran" not in result.stdout.str()
+
+
+def test_console_script_lists_claims():
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest_dlconform.cli", "claims", "autodiff.gradient.*"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert "autodiff.gradient.seed-example" in out and "autodiff.tape.watch" not in out

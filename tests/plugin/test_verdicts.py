@@ -1,0 +1,167 @@
+"""Verdicts, evidence, JUnit properties, xdist equivalence and state restoration."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+VERDICT_SUITE = """
+import pytest
+from pytest_dlconform import evidence, not_applicable
+from pytest_dlconform.frameworks import HarnessError
+
+@pytest.mark.claim("autodiff.tape.watch")
+def test_holds():
+    evidence.check("error", observed=1e-9, tolerance=1e-8)
+    evidence.note(trace_count=3)
+
+@pytest.mark.claim("autodiff.tape.nested")
+def test_violated():
+    assert 1 + 1 == 3, "arithmetic is broken"
+
+@pytest.mark.claim("autodiff.tape.multiple")
+def test_not_applicable():
+    not_applicable("no TPU: ValueError('Please provide a TPU Name')")
+
+@pytest.mark.claim("autodiff.tape.persistent")
+def test_harness_error():
+    raise HarnessError("worker 1 never joined")
+
+@pytest.mark.claim("autodiff.tape.unconnected")
+def test_other_exception_is_an_error():
+    {}["missing"]
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture broke")
+
+@pytest.mark.claim("autodiff.tape.output-gradients")
+def test_setup_error(broken):
+    pass
+
+@pytest.mark.claim("autodiff.no-such.claim")
+def test_unknown_claim():
+    pass
+"""
+
+EXPECTED = {
+    "test_holds": "holds",
+    "test_violated": "violated",
+    "test_not_applicable": "not applicable",
+    "test_harness_error": "error",
+    "test_other_exception_is_an_error": "error",
+    "test_setup_error": "error",
+    "test_unknown_claim": "error",
+}
+
+
+def _junit_verdicts(path) -> dict[str, dict[str, str]]:
+    found: dict[str, dict[str, str]] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        found[case.get("name")] = {p.get("name"): p.get("value") for p in case.iter("property")}
+    return found
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_each_outcome_maps_to_one_verdict_in_junit_and_matrix(suite, workers):
+    suite.makepyfile(test_verdicts=VERDICT_SUITE)
+    junit = suite.path / "junit.xml"
+    result = suite.runpytest_subprocess("-n", workers, f"--junitxml={junit}", "-p", "xdist")
+    props = _junit_verdicts(junit)
+    assert {name: p["dl_verdict"] for name, p in props.items()} == EXPECTED
+    assert props["test_holds"]["dl_claim"] == "autodiff.tape.watch"
+    out = result.stdout.str()
+    assert "dlconform conformance matrix" in out
+    assert "1 holds, 1 violated, 1 not applicable, 4 error" in out
+    assert "no TPU: ValueError('Please provide a TPU Name')" in out
+    assert "unknown claim id 'autodiff.no-such.claim'" in out
+
+
+def test_failure_carries_a_reproduction_command(suite):
+    suite.makepyfile(test_verdicts=VERDICT_SUITE)
+    result = suite.runpytest_subprocess("-k", "violated", "--dl-seed=5")
+    result.stdout.fnmatch_lines([
+        "*dlconform reproduction*",
+        "pytest 'test_verdicts.py::test_violated' --dl-profile=ci --dl-seed=5 *# test seed *",
+    ])
+
+
+LEAK_SUITE = """
+import pytest
+
+@pytest.mark.claim("autodiff.tape.nested")
+def test_leaks_default_dtype(torch):
+    torch.set_default_dtype(torch.float64)
+
+@pytest.mark.claim("autodiff.tape.nested")
+def test_sees_restored_state(torch):
+    assert torch.get_default_dtype() == torch.float32
+    assert torch.is_grad_enabled()
+
+@pytest.mark.claim("autodiff.tape.nested")
+def test_leaks_grad_mode(torch):
+    torch.set_grad_enabled(False)
+
+@pytest.mark.claim("autodiff.tape.nested")
+def test_restores_properly(torch):
+    with torch.no_grad():
+        pass
+"""
+
+
+def test_a_state_leak_fails_the_test_that_leaked_not_a_later_one(suite):
+    suite.makepyfile(test_leak=LEAK_SUITE)
+    result = suite.runpytest_subprocess("-p", "no:randomly", "-v")
+    result.assert_outcomes(passed=4, errors=2)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*ERROR at teardown of test_leaks_default_dtype*",
+        "*changed global framework state and did not restore it: torch.get_default_dtype: torch.float32 -> torch.float64*",
+    ])
+    assert "torch.is_grad_enabled: True -> False" in out
+    assert "test_sees_restored_state[cpu] PASSED" in out
+
+
+THREADS_SUITE = """
+import os
+import pytest
+
+@pytest.mark.claim("autodiff.tape.nested")
+def test_threads(torch):
+    print("THREADS", torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"))
+    assert torch.get_num_threads() == {expected}
+"""
+
+
+def test_xdist_workers_split_the_cores_between_them(suite):
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    suite.makepyfile(test_threads=THREADS_SUITE.format(expected=max(1, cores // 2)))
+    result = suite.runpytest_subprocess("-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=1)
+
+
+SEED_SUITE = """
+import os
+import random
+import pytest
+
+@pytest.mark.claim("autodiff.tape.nested")
+def test_seeded(dl_seed, torch):
+    with open(os.environ["SEED_OUT"], "a") as fh:
+        fh.write(f"{dl_seed} {random.random()} {float(torch.rand(()))}\\n")
+"""
+
+
+def test_per_test_seed_is_stable_across_runs_and_workers(suite, monkeypatch):
+    suite.makepyfile(test_seed=SEED_SUITE)
+    out = suite.path / "seeds.txt"
+    monkeypatch.setenv("SEED_OUT", str(out))
+    suite.runpytest_subprocess().assert_outcomes(passed=1)
+    suite.runpytest_subprocess("-n", "1", "-p", "xdist").assert_outcomes(passed=1)
+    suite.runpytest_subprocess("--dl-seed=1").assert_outcomes(passed=1)
+    first, in_worker, other_base = out.read_text().splitlines()
+    assert first == in_worker, "the same test got different seeds in-process and in an xdist worker"
+    assert first.split()[0] != other_base.split()[0], "--dl-seed did not change the per-test seed"
