@@ -1,0 +1,92 @@
+"""Reverse mode on generated programs: against finite differences, forward mode, a float32
+run, other memory layouts and the other framework.
+
+Programs come from :mod:`pytest_dlconform.programs` (elementwise ops, activations with all
+their parameters, reductions, linear algebra, contractions), inputs from its regimes
+(unit, wide, saturating, tiny, mixed, dyadic). The oracles:
+
+* :func:`checks.gradients.check_vjp`: central differences in float64 along the gradient's
+  own directions and random ones (O(k) evaluations, scale-aware, catches 0.1% errors);
+* :func:`checks.gradients.check_jvp_vjp_consistency`: v.(J u) == (J^T v).u;
+* float64 results of another run (layout, framework) within a float64 round-off bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from pytest_dlconform import evidence
+from pytest_dlconform.checks.gradients import InconclusiveCheck, check_jvp_vjp_consistency, check_vjp
+from pytest_dlconform.checks.numerics import assert_close, tolerance
+from pytest_dlconform.inputs import budget
+from pytest_dlconform.programs import LAYOUTS, ProgramCase, program_cases
+
+CASES = program_cases(max_ops=4, n_inputs=(1, 2), max_side=5)
+
+
+def _funcs(adapter, case: ProgramCase, device: str, dtype: str = "float64", layout: str = "contiguous"):
+    fn = case.program.build(adapter.name, dtype, layout)
+    f = lambda xs: adapter.call(fn, xs, dtype, device)  # noqa: E731
+    vjp = lambda xs, w: adapter.vjp(fn, xs, w, dtype, device)  # noqa: E731
+    jvp = lambda xs, us: adapter.jvp(fn, xs, us, dtype, device)  # noqa: E731
+    return f, vjp, jvp
+
+
+def _program_tolerance(case: ProgramCase, dtype: str) -> object:
+    size = max(int(np.prod(s)) if s else 1 for s in case.program.shapes)
+    return tolerance(dtype, ops=2 * len(case.program.ops) + 1, reduction=size)
+
+
+@pytest.mark.claim("autodiff.gradient.finite-differences")
+@given(case=CASES, seed=st.integers(0, 2**16))
+def test_reverse_mode_matches_finite_differences(dl_framework, dl_device, case, seed):
+    f, vjp, _ = _funcs(dl_framework, case, dl_device)
+    try:
+        result = check_vjp(f, case.inputs, vjp, seed=seed)
+    except InconclusiveCheck:
+        # Finite differences cannot judge this point (derivative below f's rounding noise,
+        # e.g. tanh deep in saturation); it says nothing about the implementation.
+        evidence.note(inconclusive_points_skipped=True)
+        assume(False)
+    evidence.check("reverse mode vs finite differences", observed=result.max_error_ratio, tolerance=1.0,
+                   directions=result.directions, evaluations=result.evaluations)
+
+
+@pytest.mark.claim("autodiff.gradient.finite-differences")
+@budget(10)
+@given(case=CASES, layout=st.sampled_from(LAYOUTS[1:]), seed=st.integers(0, 2**16))
+def test_torch_gradients_do_not_depend_on_memory_layout(torch, dl_device, case, layout, seed):
+    from pytest_dlconform.frameworks import adapter
+
+    w = np.random.default_rng(seed).standard_normal(case.program.output_shape)
+    _, vjp, _ = _funcs(adapter("torch"), case, dl_device)
+    _, vjp_layout, _ = _funcs(adapter("torch"), case, dl_device, layout=layout)
+    tol = _program_tolerance(case, "float64")
+    for i, (a, b) in enumerate(zip(vjp_layout(case.inputs, w), vjp(case.inputs, w))):
+        assert_close(a, b, tol, what=f"gradient of input {i} with layout {layout!r} vs contiguous")
+
+
+@pytest.mark.claim("autodiff.gradient.forward-reverse")
+@given(case=CASES, seed=st.integers(0, 2**16))
+def test_forward_and_reverse_mode_agree(dl_framework, dl_device, case, seed):
+    _, vjp, jvp = _funcs(dl_framework, case, dl_device)
+    result = check_jvp_vjp_consistency(jvp, vjp, case.inputs, case.program.output_shape, seed=seed)
+    evidence.check("v.(Ju) vs (J^T v).u", observed=result.max_error_ratio, tolerance=1.0)
+
+
+@pytest.mark.claim("autodiff.cross-framework")
+@given(case=CASES, seed=st.integers(0, 2**16))
+def test_tensorflow_and_torch_give_the_same_gradient(tf, torch, dl_device, case, seed):
+    from pytest_dlconform.frameworks import adapter
+
+    w = np.random.default_rng(seed).standard_normal(case.program.output_shape)
+    grads = {}
+    for name in ("tensorflow", "torch"):
+        _, vjp, _ = _funcs(adapter(name), case, dl_device)
+        grads[name] = vjp(case.inputs, w)
+    tol = _program_tolerance(case, "float64")
+    for i, (g_tf, g_torch) in enumerate(zip(grads["tensorflow"], grads["torch"])):
+        assert_close(g_tf, g_torch, tol, what=f"TensorFlow vs torch gradient of input {i} (float64)")
