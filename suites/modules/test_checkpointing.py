@@ -1,0 +1,239 @@
+"""modules.checkpointing: gradient checkpointing gives the plain gradients bitwise and keeps
+fewer tensors for backward (torch.utils.checkpoint, tf.recompute_grad).
+
+Memory in torch is measured as what autograd keeps: the distinct storages packed through
+torch.autograd.graph.saved_tensors_hooks during the forward pass (process RSS would
+measure the allocator, not checkpointing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_dlconform import evidence, not_applicable
+from pytest_dlconform.checks.numerics import assert_equal
+from pytest_dlconform.inputs import budget
+
+from ._reference import host
+
+CLAIM = "modules.checkpointing"
+
+
+class SavedStorages:
+    """Distinct storages autograd saves for backward, by data pointer."""
+
+    def __init__(self) -> None:
+        self.storages: dict[int, int] = {}
+
+    def pack(self, t):
+        storage = t.untyped_storage()
+        self.storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.storages.values())
+
+
+def _torch_block(torch, p: float):
+    def block(h, w1, w2):
+        h = torch.tanh(h @ w1)
+        h = torch.nn.functional.dropout(h, p, training=p > 0)  # randomness inside the checkpointed region
+        return torch.tanh(h @ w2)
+
+    return block
+
+
+def _torch_run(torch, case, checkpointed: bool):
+    """Forward + backward of a chain of blocks; returns (gradients, saved storages, allowed ptrs)."""
+    from torch.utils.checkpoint import checkpoint
+
+    rng = np.random.default_rng(case["seed"])
+    dtype = getattr(torch, case["dtype"])
+    width = case["width"]
+    x = torch.tensor(rng.normal(size=(case["batch"], width)), dtype=dtype, requires_grad=True)
+    ws = [torch.tensor(rng.normal(size=(width, width)) / np.sqrt(width), dtype=dtype, requires_grad=True)
+          for _ in range(2 * case["blocks"])]
+    block = _torch_block(torch, case["p"])
+    saved, allowed = SavedStorages(), {x.untyped_storage().data_ptr()}
+    allowed |= {w.untyped_storage().data_ptr() for w in ws}
+    torch.manual_seed(case["seed"] % 2**31)  # the same dropout masks in both runs
+    with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+        h = x
+        for i in range(case["blocks"]):
+            if checkpointed:
+                h = checkpoint(block, h, ws[2 * i], ws[2 * i + 1], use_reentrant=case["reentrant"])
+            else:
+                h = block(h, ws[2 * i], ws[2 * i + 1])
+            allowed.add(h.untyped_storage().data_ptr())  # a block's output is the next one's input
+        loss = (h * h).sum()
+    loss.backward()  # the reentrant variant supports only backward(), not autograd.grad
+    return [host(t.grad) for t in [x, *ws]], saved, allowed
+
+
+@st.composite
+def torch_cases(draw):
+    return {
+        "blocks": draw(st.integers(1, 4)), "width": draw(st.integers(2, 48)), "batch": draw(st.integers(1, 16)),
+        "p": draw(st.sampled_from([0.0, 0.3, 0.6])), "reentrant": draw(st.booleans()),
+        "dtype": draw(st.sampled_from(["float32", "float64"])), "seed": draw(st.integers(0, 2**32 - 1)),
+    }
+
+
+@pytest.mark.claim(CLAIM)
+@budget(10)
+@given(case=torch_cases())
+def test_torch_checkpoint_identical_gradients_fewer_saved_bytes(torch, case):
+    plain, saved_plain, _ = _torch_run(torch, case, checkpointed=False)
+    ckpt, saved_ckpt, allowed = _torch_run(torch, case, checkpointed=True)
+    names = ["x"] + [f"w{i}" for i in range(len(plain) - 1)]
+    for name, a, b in zip(names, ckpt, plain):
+        assert_equal(a, b, what=f"gradient of {name} with checkpoint (use_reentrant={case['reentrant']}, dropout p={case['p']})")
+    # Only the blocks' inputs (and the loss's input, a block output) may be kept.
+    extra = set(saved_ckpt.storages) - allowed
+    assert not extra, (
+        f"checkpointed blocks kept {len(extra)} intermediate storage(s) ({sum(saved_ckpt.storages[p] for p in extra)} bytes) "
+        "for backward, but should keep only their inputs"
+    )
+    assert saved_ckpt.nbytes < saved_plain.nbytes, (
+        f"checkpointing kept {saved_ckpt.nbytes} bytes for backward, but should keep fewer than without ({saved_plain.nbytes})"
+    )
+    evidence.note(saved_bytes_plain=saved_plain.nbytes, saved_bytes_checkpoint=saved_ckpt.nbytes,
+                  saved_ratio=saved_ckpt.nbytes / saved_plain.nbytes)
+
+
+@pytest.mark.claim(CLAIM)
+def test_torch_checkpoint_without_rng_preservation_is_recorded(torch, dl_seed):
+    """preserve_rng_state=False redraws dropout masks in the recomputation: recorded, not asserted
+    (the documentation only says the RNG state is then not stashed)."""
+    from torch.utils.checkpoint import checkpoint
+
+    block = _torch_block(torch, 0.5)
+    x = torch.randn(64, 32, requires_grad=True)
+    w1, w2 = (torch.randn(32, 32, requires_grad=True) for _ in range(2))
+    torch.manual_seed(dl_seed)
+    (plain,) = torch.autograd.grad(block(x, w1, w2).sum(), [w1])
+    torch.manual_seed(dl_seed)
+    out = checkpoint(block, x, w1, w2, use_reentrant=False, preserve_rng_state=False)
+    (redrawn,) = torch.autograd.grad(out.sum(), [w1])
+    torch.manual_seed(dl_seed)
+    out = checkpoint(block, x, w1, w2, use_reentrant=False)
+    (preserved,) = torch.autograd.grad(out.sum(), [w1])
+    assert_equal(host(preserved), host(plain), what="gradient with preserve_rng_state=True (default)")
+    evidence.note(preserve_rng_state_false_matches_plain=bool(torch.equal(redrawn, plain)))
+
+
+def _tf_program(tf, case):
+    rng = np.random.default_rng(case["seed"])
+    width = case["width"]
+    x = tf.constant(rng.normal(size=(case["batch"], width)), tf.float32)
+    ws = [tf.Variable((rng.normal(size=(width, width)) / np.sqrt(width)).astype(np.float32))
+          for _ in range(2 * case["blocks"])]
+    runs = [0]
+
+    def make_block(i):
+        seed = tf.constant([case["seed"] % 2**31, i], tf.int64)  # stateless: the same mask when recomputed
+
+        def block(h):
+            runs[0] += 1
+            h = tf.tanh(h @ ws[2 * i])
+            if case["p"] > 0:
+                h = tf.nn.experimental.stateless_dropout(h, case["p"], seed=seed)
+            return tf.tanh(h @ ws[2 * i + 1])
+
+        return block
+
+    return x, ws, [make_block(i) for i in range(case["blocks"])], runs
+
+
+def _note_stateful_randomness(tf, seed: int) -> None:
+    """tf.recompute_grad does not restore a stateful RNG (tf.nn.dropout) for the recomputation:
+    recorded as evidence, not asserted, since the documentation says nothing about it."""
+    rng = np.random.default_rng(seed)
+    x = tf.constant(rng.normal(size=(16, 8)), tf.float32)
+    w = tf.Variable(rng.normal(size=(8, 8)).astype(np.float32))
+
+    def block(h):
+        return tf.tanh(tf.nn.dropout(tf.tanh(h @ w), 0.5) @ w)
+
+    grads = []
+    for wrap in (lambda f: f, tf.recompute_grad):
+        tf.random.set_seed(seed % 2**31)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(wrap(block)(x) ** 2)
+        grads.append(tape.gradient(loss, w).numpy())
+    evidence.note(stateful_dropout_recompute_matches_plain=bool(np.array_equal(*grads)))
+
+
+def _tf_grads(tf, x, ws, blocks, wrap):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        h = x
+        for block in blocks:
+            h = wrap(block)(h)
+        loss = tf.reduce_sum(h * h)
+    return [g.numpy() for g in tape.gradient(loss, [x, *ws])]
+
+
+@st.composite
+def tf_cases(draw):
+    return {
+        "blocks": draw(st.integers(1, 3)), "width": draw(st.integers(2, 32)), "batch": draw(st.integers(1, 8)),
+        "p": draw(st.sampled_from([0.0, 0.4])), "seed": draw(st.integers(0, 2**32 - 1)),
+    }
+
+
+@pytest.mark.claim(CLAIM)
+@budget(8)
+@given(case=tf_cases())
+def test_tf_recompute_grad_identical_gradients_and_recomputes(tf, case):
+    x, ws, blocks, runs = _tf_program(tf, case)
+    plain = _tf_grads(tf, x, ws, blocks, lambda f: f)
+    forward_runs = runs[0]
+    recomputed = _tf_grads(tf, x, ws, blocks, tf.recompute_grad)
+    for i, (a, b) in enumerate(zip(recomputed, plain)):
+        assert_equal(a, b, what=f"gradient {i} with tf.recompute_grad (stateless dropout p={case['p']})")
+    # The documented mechanism: only the call and its inputs are recorded, and the function
+    # runs again during the gradient computation, once per block.
+    assert runs[0] - forward_runs == 2 * len(blocks), (
+        f"the checkpointed functions ran {runs[0] - forward_runs} times for forward + gradient, "
+        f"but should run {2 * len(blocks)} (once more each while differentiating)"
+    )
+    _note_stateful_randomness(tf, case["seed"])
+
+
+@pytest.mark.claim(CLAIM)
+def test_tf_recompute_grad_lowers_peak_memory_on_gpu(tf, dl_device):
+    if dl_device == "cpu":
+        not_applicable("TensorFlow reports memory use (tf.config.experimental.get_memory_info) only for GPU devices")
+    device = "GPU:0"
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(4096, 256)), tf.float32)
+    ws = [tf.Variable((rng.normal(size=(256, 256)) / 16).astype(np.float32)) for _ in range(16)]
+
+    def block(h, i):
+        for w in ws[4 * i: 4 * i + 4]:
+            h = tf.tanh(h @ w)
+        return h
+
+    peaks = {}
+    for name, wrap in (("plain", lambda f: f), ("recompute", tf.recompute_grad)):
+        tf.config.experimental.reset_memory_stats(device)
+        with tf.GradientTape() as tape:
+            h = x
+            for i in range(4):
+                h = wrap(lambda t, i=i: block(t, i))(h)
+            loss = tf.reduce_sum(h)
+        grads = tape.gradient(loss, ws)
+        del tape, h, loss, grads
+        peaks[name] = tf.config.experimental.get_memory_info(device)["peak"]
+    evidence.note(peak_bytes_plain=peaks["plain"], peak_bytes_recompute=peaks["recompute"])
+    # 16 layers of 4096 x 256 float32 activations (4 MiB each) against 4 kept block inputs.
+    assert peaks["recompute"] < peaks["plain"], f"peak memory with recompute_grad {peaks['recompute']} B, but should be below {peaks['plain']} B"

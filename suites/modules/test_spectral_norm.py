@@ -1,0 +1,109 @@
+"""modules.spectral-norm: the normalised weight's largest singular value is 1 after enough
+power iterations, and never below 1 (torch parametrizations.spectral_norm, Keras
+SpectralNormalization).
+
+Oracle: numpy's SVD in float64. Weights are generated with a known spectrum whose
+second singular value is at most half the first, so power iteration gains a factor 4 in
+the error per step. From a random start, the relative error of the estimate after k
+steps is about tan^2(theta) * 4^-k, theta the start's angle to the top singular vector;
+with k >= 40 it exceeds the float32 bound only if cos^2(theta) < 1e-18, which for
+dimension d <= 32 has probability below sqrt(2 d 1e-18 / pi) < 1e-8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
+from pytest_dlconform.inputs import budget
+
+from ._reference import host
+
+CLAIM = "modules.spectral-norm"
+ITERATIONS = 40  # total power iterations before the convergence check (see above)
+
+
+def _weight(rng: np.random.Generator, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """A rows x cols matrix with singular values s, s[1] <= s[0] / 2; returns (W, s)."""
+    k = min(rows, cols)
+    u, _ = np.linalg.qr(rng.normal(size=(rows, k)))
+    v, _ = np.linalg.qr(rng.normal(size=(cols, k)))
+    top = rng.uniform(0.2, 20.0)
+    s = np.sort(np.concatenate(([top], rng.uniform(0.0, top / 2, k - 1))))[::-1]
+    return (u * s) @ v.T, s
+
+
+def _sigma_max(w: np.ndarray) -> float:
+    return float(np.linalg.svd(np.asarray(w, np.float64).reshape(-1, np.shape(w)[-1]), compute_uv=False)[0])
+
+
+def _sigma_tol(rows: int, cols: int):
+    # A float32 power iteration: matrix-vector products over up to max(rows, cols) terms.
+    return tolerance("float32", ops=8, reduction=max(rows, cols))
+
+
+def _assert_unit_norm(w: np.ndarray, rows: int, cols: int, what: str) -> None:
+    assert_close(np.array([_sigma_max(w)]), np.array([1.0]), _sigma_tol(rows, cols), what=what)
+
+
+def _assert_not_below_one(w: np.ndarray, rows: int, cols: int, what: str) -> None:
+    __tracebackhide__ = True
+    sigma, tol = _sigma_max(w), _sigma_tol(rows, cols).rtol
+    from pytest_dlconform import evidence
+
+    evidence.check(what, observed=max(0.0, 1.0 - sigma), tolerance=tol)
+    assert sigma >= 1.0 - tol, f"{what}: largest singular value {sigma!r}, but should be >= 1 (up to {tol:.2e})"
+
+
+@pytest.mark.claim(CLAIM)
+@budget(10)
+@given(rows=st.integers(1, 32), cols=st.integers(1, 32), per_call=st.sampled_from([1, 5, 13]),
+       seed=st.integers(0, 2**32 - 1))
+def test_torch_spectral_norm_converges_to_one(torch, rows, cols, per_call, seed):
+    from torch.nn.utils.parametrizations import spectral_norm
+
+    w, _ = _weight(np.random.default_rng(seed), rows, cols)
+    layer = torch.nn.Linear(cols, rows)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor(w))
+    layer = spectral_norm(layer, n_power_iterations=per_call)
+    # Registration already runs 15 iterations; the estimate can only undershoot sigma_max.
+    _assert_not_below_one(host(layer.weight), rows, cols, "sigma_max of the normalised weight, any time")
+    x = torch.tensor(np.random.default_rng(seed + 1).normal(size=(3, cols)).astype(np.float32))
+    calls = -(-max(0, ITERATIONS - 15) // per_call)
+    for _ in range(calls):  # training mode: each forward runs per_call more iterations
+        y = layer(x)
+        _assert_not_below_one(host(layer.weight), rows, cols, "sigma_max of the normalised weight, any time")
+    _assert_unit_norm(host(layer.weight), rows, cols, f"sigma_max after {15 + calls * per_call} iterations")
+    weight = host(layer.weight)
+    assert_close(host(y), host(x).astype(np.float64) @ weight.T.astype(np.float64) + host(layer.bias),
+                 tolerance("float32", reduction=cols), what="forward uses the normalised weight")
+    layer.eval()
+    frozen = host(layer.weight).copy()
+    layer(x), layer(x)
+    assert_equal(host(layer.weight), frozen, what="eval mode: no power iteration, the weight is frozen")
+
+
+@pytest.mark.claim(CLAIM)
+@budget(6)
+@given(rows=st.integers(1, 24), cols=st.integers(1, 24), per_call=st.sampled_from([8, 20]),
+       seed=st.integers(0, 2**32 - 1))
+def test_keras_spectral_normalization_converges_to_one(tf, rows, cols, per_call, seed):
+    import keras
+
+    w, _ = _weight(np.random.default_rng(seed), cols, rows)  # Dense kernels are (inputs, units)
+    layer = keras.layers.SpectralNormalization(keras.layers.Dense(rows), power_iterations=per_call)
+    x = np.random.default_rng(seed + 1).normal(size=(3, cols)).astype(np.float32)
+    layer.build((None, cols))
+    layer.layer.kernel.assign(w.astype(np.float32))
+    calls = -(-ITERATIONS // per_call)
+    for _ in range(calls):
+        y = np.asarray(layer(x, training=True))
+        _assert_not_below_one(np.asarray(layer.layer.kernel), rows, cols, "sigma_max of the normalised kernel, any time")
+    kernel = np.asarray(layer.layer.kernel)
+    _assert_unit_norm(kernel, rows, cols, f"sigma_max after {calls * per_call} iterations")
+    assert_close(y, x.astype(np.float64) @ kernel.astype(np.float64), tolerance("float32", reduction=cols),
+                 what="forward uses the normalised kernel")
