@@ -22,9 +22,26 @@ from pytest_dlconform import evidence
 from pytest_dlconform.checks.gradients import InconclusiveCheck, check_jvp_vjp_consistency, check_vjp
 from pytest_dlconform.checks.numerics import assert_close, tolerance
 from pytest_dlconform.inputs import budget
-from pytest_dlconform.programs import LAYOUTS, ProgramCase, program_cases
+from pytest_dlconform.programs import (
+    LAYOUTS,
+    TF_FORWARD_MODE,
+    TORCH_FLOAT64_GRADIENT,
+    ProgramCase,
+    op_names,
+    program_cases,
+)
 
-CASES = program_cases(max_ops=4, n_inputs=(1, 2), max_side=5)
+# Ops with a documented, reproduced framework limitation (programs.KNOWN_LIMITS) stay out of
+# the general properties; test_known_limits.py reports each of them on its own.
+CASES = {
+    "tensorflow": program_cases(max_ops=4, n_inputs=(1, 2), max_side=5, ops=op_names()),
+    "torch": program_cases(max_ops=4, n_inputs=(1, 2), max_side=5, ops=op_names(without=[TORCH_FLOAT64_GRADIENT])),
+}
+FORWARD_CASES = {
+    "tensorflow": program_cases(max_ops=4, n_inputs=(1, 2), max_side=5, ops=op_names(without=[TF_FORWARD_MODE])),
+    "torch": CASES["torch"],
+}
+BOTH = program_cases(max_ops=4, n_inputs=(1, 2), max_side=5, ops=op_names(without=[TORCH_FLOAT64_GRADIENT, TF_FORWARD_MODE]))
 
 
 def _funcs(adapter, case: ProgramCase, device: str, dtype: str = "float64", layout: str = "contiguous"):
@@ -41,11 +58,14 @@ def _program_tolerance(case: ProgramCase, dtype: str) -> object:
 
 
 @pytest.mark.claim("autodiff.gradient.finite-differences")
-@given(case=CASES, seed=st.integers(0, 2**16))
-def test_reverse_mode_matches_finite_differences(dl_framework, dl_device, case, seed):
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_reverse_mode_matches_finite_differences(dl_framework, dl_device, data, seed):
+    case = data.draw(CASES[dl_framework.name], label="case")
     f, vjp, _ = _funcs(dl_framework, case, dl_device)
     try:
-        result = check_vjp(f, case.inputs, vjp, seed=seed)
+        # f's own float64 rounding error can be absolute rather than relative to |f|
+        # (logdet near the identity): the program's forward error bound tells the oracle.
+        result = check_vjp(f, case.inputs, vjp, seed=seed, f_error=case.program.error_bound(case.inputs))
     except InconclusiveCheck:
         # Finite differences cannot judge this point (derivative below f's rounding noise,
         # e.g. tanh deep in saturation); it says nothing about the implementation.
@@ -57,7 +77,7 @@ def test_reverse_mode_matches_finite_differences(dl_framework, dl_device, case, 
 
 @pytest.mark.claim("autodiff.gradient.finite-differences")
 @budget(10)
-@given(case=CASES, layout=st.sampled_from(LAYOUTS[1:]), seed=st.integers(0, 2**16))
+@given(case=CASES["torch"], layout=st.sampled_from(LAYOUTS[1:]), seed=st.integers(0, 2**16))
 def test_torch_gradients_do_not_depend_on_memory_layout(torch, dl_device, case, layout, seed):
     from pytest_dlconform.frameworks import adapter
 
@@ -70,15 +90,16 @@ def test_torch_gradients_do_not_depend_on_memory_layout(torch, dl_device, case, 
 
 
 @pytest.mark.claim("autodiff.gradient.forward-reverse")
-@given(case=CASES, seed=st.integers(0, 2**16))
-def test_forward_and_reverse_mode_agree(dl_framework, dl_device, case, seed):
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_forward_and_reverse_mode_agree(dl_framework, dl_device, data, seed):
+    case = data.draw(FORWARD_CASES[dl_framework.name], label="case")
     _, vjp, jvp = _funcs(dl_framework, case, dl_device)
     result = check_jvp_vjp_consistency(jvp, vjp, case.inputs, case.program.output_shape, seed=seed)
     evidence.check("v.(Ju) vs (J^T v).u", observed=result.max_error_ratio, tolerance=1.0)
 
 
 @pytest.mark.claim("autodiff.cross-framework")
-@given(case=CASES, seed=st.integers(0, 2**16))
+@given(case=BOTH, seed=st.integers(0, 2**16))
 def test_tensorflow_and_torch_give_the_same_gradient(tf, torch, dl_device, case, seed):
     from pytest_dlconform.frameworks import adapter
 
