@@ -32,6 +32,11 @@ def _jsonable(value: Any) -> Any:
         return repr(value)
 
 
+def _number(value: Any) -> float:
+    """A stored margin back as a float (non-finite values are stored as their repr)."""
+    return float(value) if isinstance(value, (int, float)) else float(str(value))
+
+
 @dataclass
 class Recorder:
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -41,7 +46,7 @@ class Recorder:
         margin = observed / tolerance if tolerance > 0 else (0.0 if observed == 0 else math.inf)
         entry = self.checks.get(name)
         count = 1 if entry is None else entry["count"] + 1
-        if entry is None or not margin <= entry["margin"]:
+        if entry is None or not margin <= _number(entry["margin"]):
             entry = {"observed": observed, "tolerance": tolerance, "margin": margin, **details}
         entry["count"] = count
         self.checks[name] = {k: _jsonable(v) for k, v in entry.items()}
@@ -54,7 +59,7 @@ class Recorder:
 
     @property
     def worst_margin(self) -> float | None:
-        margins = [c["margin"] for c in self.checks.values() if isinstance(c.get("margin"), (int, float))]
+        margins = [_number(c["margin"]) for c in self.checks.values() if "margin" in c]
         return max(margins) if margins else None
 
 

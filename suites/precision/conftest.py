@@ -1,0 +1,15 @@
+"""Fixtures of the precision suites."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_dlconform.checks.crossframework import keras_in_process
+
+
+@pytest.fixture(scope="session")
+def keras_tf(tf: Any) -> Any:
+    """Keras 3 running on TensorFlow in this process."""
+    return keras_in_process("tensorflow")

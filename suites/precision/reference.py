@@ -1,0 +1,467 @@
+"""Oracles of the precision suites: torch's documented autocast op lists, a dynamic
+loss-scale state machine, and a Keras dtype-policy context manager.
+
+The autocast lists are the "Autocast Op Reference" of torch's AMP documentation
+(docs/source/amp.rst), written down per device type: the *documentation* is the oracle,
+the op's dtype under autocast and its bitwise equality with an explicitly cast call are
+the observations. Dynamic loss scaling is the same state machine in torch's GradScaler
+and Keras's LossScaleOptimizer (the latter with factors 2 and 1/2), written here once
+from their documentation.
+
+Importing this module imports no framework.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from pytest_dlconform.checks.numerics import tolerance
+
+LOWER, FLOAT32, PROMOTE, UNLISTED, ERROR = "lower", "float32", "promote", "unlisted", "error"
+
+Arrays = list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class AutocastOp:
+    name: str
+    fn: Callable[[Any, list[Any]], Any]  # (torch, tensors) -> tensor
+    inputs: Callable[[np.random.Generator, int], Arrays]  # float64 arrays are floating inputs
+    differentiable: bool = True
+
+
+def _normal(*shape: int) -> Callable[[np.random.Generator, int], np.ndarray]:
+    return lambda rng, n: rng.normal(size=tuple(n if s == 0 else s for s in shape))
+
+
+def _gen(*parts: Callable[[np.random.Generator, int], np.ndarray]) -> Callable[[np.random.Generator, int], Arrays]:
+    return lambda rng, n: [p(rng, n) for p in parts]
+
+
+def _prob(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.uniform(0.05, 0.95, size=(n, n))
+
+
+def _positive(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.uniform(0.5, 2.0, size=(n, n))
+
+
+def _spd(rng: np.random.Generator, n: int) -> np.ndarray:
+    a = rng.normal(size=(n, n))
+    return a @ a.T + n * np.eye(n)
+
+
+def _log_probs(rng: np.random.Generator, n: int) -> np.ndarray:
+    z = rng.normal(size=(n, n))
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def _labels(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.integers(0, n, size=n)
+
+
+def _signs(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.choice([-1.0, 1.0], size=n)
+
+
+M, V, B3 = _normal(0, 0), _normal(0), _normal(2, 0, 0)
+IMG1, IMG2, IMG3 = _normal(1, 2, 0), _normal(1, 2, 0, 0), _normal(1, 2, 4, 4, 0)
+
+
+def _ops() -> dict[str, AutocastOp]:
+    def f(name: str) -> Callable[[Any], Any]:
+        return lambda torch: getattr(torch.nn.functional, name)
+
+    ops = [
+        # matmul / conv class
+        AutocastOp("mm", lambda t, x: t.mm(*x), _gen(M, M)),
+        AutocastOp("bmm", lambda t, x: t.bmm(*x), _gen(B3, B3)),
+        AutocastOp("matmul", lambda t, x: t.matmul(*x), _gen(M, M)),
+        AutocastOp("addmm", lambda t, x: t.addmm(*x), _gen(M, M, M)),
+        AutocastOp("baddbmm", lambda t, x: t.baddbmm(*x), _gen(B3, B3, B3)),
+        AutocastOp("addbmm", lambda t, x: t.addbmm(*x), _gen(M, B3, B3)),
+        AutocastOp("addmv", lambda t, x: t.addmv(*x), _gen(V, M, V)),
+        AutocastOp("addr", lambda t, x: t.addr(*x), _gen(M, V, V)),
+        AutocastOp("mv", lambda t, x: t.mv(*x), _gen(M, V)),
+        AutocastOp("dot", lambda t, x: t.dot(*x), _gen(V, V)),
+        AutocastOp("linear", lambda t, x: f("linear")(t)(*x), _gen(M, M, V)),
+        AutocastOp("conv1d", lambda t, x: f("conv1d")(t)(*x), _gen(IMG1, _normal(3, 2, 2))),
+        AutocastOp("conv2d", lambda t, x: f("conv2d")(t)(*x), _gen(IMG2, _normal(3, 2, 2, 2))),
+        AutocastOp("conv3d", lambda t, x: f("conv3d")(t)(*x), _gen(IMG3, _normal(3, 2, 2, 2, 2))),
+        AutocastOp("conv_transpose1d", lambda t, x: f("conv_transpose1d")(t)(*x), _gen(IMG1, _normal(2, 3, 2))),
+        AutocastOp("conv_transpose2d", lambda t, x: f("conv_transpose2d")(t)(*x), _gen(IMG2, _normal(2, 3, 2, 2))),
+        AutocastOp("conv_transpose3d", lambda t, x: f("conv_transpose3d")(t)(*x), _gen(IMG3, _normal(2, 3, 2, 2, 2))),
+        AutocastOp("prelu", lambda t, x: f("prelu")(t)(*x), _gen(M, _normal(1))),
+        AutocastOp("scaled_dot_product_attention", lambda t, x: f("scaled_dot_product_attention")(t)(*x),
+                   _gen(B3, B3, B3)),
+        AutocastOp("linalg_vecdot", lambda t, x: t.linalg.vecdot(*x), _gen(M, M)),
+        # losses and numerically sensitive reductions
+        AutocastOp("mse_loss", lambda t, x: f("mse_loss")(t)(*x), _gen(M, M)),
+        AutocastOp("l1_loss", lambda t, x: f("l1_loss")(t)(*x), _gen(M, M)),
+        AutocastOp("smooth_l1_loss", lambda t, x: f("smooth_l1_loss")(t)(*x), _gen(M, M)),
+        AutocastOp("huber_loss", lambda t, x: f("huber_loss")(t)(*x), _gen(M, M)),
+        AutocastOp("cross_entropy", lambda t, x: f("cross_entropy")(t)(*x), _gen(M, _labels)),
+        AutocastOp("nll_loss", lambda t, x: f("nll_loss")(t)(*x), _gen(_log_probs, _labels)),
+        AutocastOp("binary_cross_entropy", lambda t, x: f("binary_cross_entropy")(t)(*x), _gen(_prob, _prob)),
+        AutocastOp("binary_cross_entropy_with_logits", lambda t, x: f("binary_cross_entropy_with_logits")(t)(*x),
+                   _gen(M, _prob)),
+        AutocastOp("kl_div", lambda t, x: f("kl_div")(t)(*x, reduction="batchmean"), _gen(M, _prob)),
+        AutocastOp("soft_margin_loss", lambda t, x: f("soft_margin_loss")(t)(*x), _gen(V, _signs)),
+        AutocastOp("margin_ranking_loss", lambda t, x: f("margin_ranking_loss")(t)(*x), _gen(V, V, _signs)),
+        AutocastOp("hinge_embedding_loss", lambda t, x: f("hinge_embedding_loss")(t)(*x), _gen(V, _signs)),
+        AutocastOp("poisson_nll_loss", lambda t, x: f("poisson_nll_loss")(t)(*x), _gen(M, _positive)),
+        AutocastOp("cosine_embedding_loss", lambda t, x: f("cosine_embedding_loss")(t)(*x), _gen(M, M, _signs)),
+        AutocastOp("prod", lambda t, x: t.prod(*x), _gen(M)),
+        AutocastOp("cdist", lambda t, x: t.cdist(*x), _gen(M, M)),
+        AutocastOp("trace", lambda t, x: t.trace(*x), _gen(M)),
+        AutocastOp("inverse", lambda t, x: t.inverse(*x), _gen(_spd)),
+        AutocastOp("cholesky", lambda t, x: t.linalg.cholesky(*x), _gen(_spd)),
+        AutocastOp("avg_pool3d", lambda t, x: f("avg_pool3d")(t)(x[0], 2), _gen(IMG3)),
+        AutocastOp("max_pool3d", lambda t, x: f("max_pool3d")(t)(x[0], 2), _gen(IMG3)),
+        AutocastOp("reflection_pad1d", lambda t, x: f("pad")(t)(x[0], (1, 1), mode="reflect"), _gen(IMG1)),
+        AutocastOp("replication_pad2d", lambda t, x: f("pad")(t)(x[0], (1, 1, 1, 1), mode="replicate"), _gen(IMG2)),
+        AutocastOp("quantile", lambda t, x: t.quantile(x[0], 0.3), _gen(M)),
+        # elementwise / reductions that CUDA lists as float32 and CPU leaves alone
+        AutocastOp("softmax", lambda t, x: f("softmax")(t)(x[0], -1), _gen(M)),
+        AutocastOp("log_softmax", lambda t, x: f("log_softmax")(t)(x[0], -1), _gen(M)),
+        AutocastOp("layer_norm", lambda t, x: f("layer_norm")(t)(x[0], x[0].shape[-1:]), _gen(M)),
+        AutocastOp("group_norm", lambda t, x: f("group_norm")(t)(x[0], 1), _gen(IMG2)),
+        AutocastOp("exp", lambda t, x: t.exp(*x), _gen(M)),
+        AutocastOp("log", lambda t, x: t.log(*x), _gen(_positive)),
+        AutocastOp("pow", lambda t, x: t.pow(x[0], 2.0), _gen(M)),
+        AutocastOp("sum", lambda t, x: t.sum(*x), _gen(M)),
+        AutocastOp("cumsum", lambda t, x: t.cumsum(x[0], 0), _gen(M)),
+        AutocastOp("norm", lambda t, x: t.norm(*x), _gen(M)),
+        AutocastOp("cosine_similarity", lambda t, x: f("cosine_similarity")(t)(*x), _gen(M, M)),
+        AutocastOp("softplus", lambda t, x: f("softplus")(t)(*x), _gen(M)),
+        AutocastOp("reciprocal", lambda t, x: t.reciprocal(*x), _gen(_positive)),
+        AutocastOp("rsqrt", lambda t, x: t.rsqrt(*x), _gen(_positive)),
+        # promote to the widest input
+        AutocastOp("cat", lambda t, x: t.cat(x), _gen(M, M)),
+        AutocastOp("stack", lambda t, x: t.stack(x), _gen(M, M)),
+        AutocastOp("index_copy", lambda t, x: x[0].index_copy(0, t.tensor([0], device=x[0].device), x[1][:1]), _gen(M, M)),
+        AutocastOp("addcmul", lambda t, x: t.addcmul(*x), _gen(M, M, M)),
+        AutocastOp("addcdiv", lambda t, x: t.addcdiv(*x), _gen(M, M, _positive)),
+        AutocastOp("atan2", lambda t, x: t.atan2(*x), _gen(M, M)),
+        # unlisted everywhere: they run in their inputs' dtype
+        AutocastOp("relu", lambda t, x: f("relu")(t)(*x), _gen(M)),
+        AutocastOp("tanh", lambda t, x: t.tanh(*x), _gen(M)),
+        AutocastOp("sigmoid", lambda t, x: t.sigmoid(*x), _gen(M)),
+        AutocastOp("gelu", lambda t, x: f("gelu")(t)(*x), _gen(M)),
+        AutocastOp("add", lambda t, x: t.add(*x), _gen(M, M)),
+        AutocastOp("mul", lambda t, x: t.mul(*x), _gen(M, M)),
+        AutocastOp("max_pool2d", lambda t, x: f("max_pool2d")(t)(x[0], 2), _gen(IMG2)),
+    ]
+    return {op.name: op for op in ops}
+
+
+OPS = _ops()
+
+# The aten operator each op dispatches to first (for the dispatcher-registration check).
+ATEN = {
+    "conv_transpose2d": "conv_transpose2d.input", "conv_transpose3d": "conv_transpose3d.input",
+    "cross_entropy": "cross_entropy_loss", "cholesky": "linalg_cholesky", "quantile": "quantile.scalar",
+    "softmax": "softmax.int", "log_softmax": "log_softmax.int", "pow": "pow.Tensor_Scalar", "norm": "norm.Scalar",
+    "add": "add.Tensor", "mul": "mul.Tensor", "reflection_pad1d": "reflection_pad1d", "replication_pad2d": "replication_pad2d",
+}
+# Composite ops: no autocast kernel of their own on that device, their parts carry the policy
+# (cross_entropy on CUDA = log_softmax + nll_loss, both float32-listed there).
+COMPOSITE = {"cpu": frozenset(), "cuda": frozenset({"cross_entropy"})}
+
+
+def aten_name(op: str) -> str:
+    return "aten::" + ATEN.get(op, op)
+
+# The documented lists, per device type (torch 2.x "Autocast Op Reference"), restricted to
+# the ops in OPS. Ops not listed for a device run in their inputs' dtype there.
+AUTOCAST_LISTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "cpu": {
+        LOWER: ("mm", "bmm", "matmul", "addmm", "baddbmm", "addbmm", "linear", "conv1d", "conv2d", "conv3d",
+                "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu", "scaled_dot_product_attention",
+                "linalg_vecdot"),
+        FLOAT32: ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
+                  "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
+                  "margin_ranking_loss", "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss", "prod",
+                  "cdist", "trace", "inverse", "cholesky", "avg_pool3d", "max_pool3d", "reflection_pad1d",
+                  "replication_pad2d", "quantile"),
+        PROMOTE: ("cat", "stack", "index_copy"),
+        ERROR: (),
+    },
+    "cuda": {
+        LOWER: ("mm", "bmm", "matmul", "addmm", "baddbmm", "addbmm", "addmv", "addr", "mv", "linear", "conv1d",
+                "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
+                "scaled_dot_product_attention", "linalg_vecdot"),
+        FLOAT32: ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
+                  "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss", "margin_ranking_loss",
+                  "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss", "prod", "cdist", "softmax",
+                  "log_softmax", "layer_norm", "group_norm", "exp", "log", "pow", "sum", "cumsum", "norm",
+                  "cosine_similarity", "softplus", "reciprocal", "rsqrt"),
+        PROMOTE: ("addcmul", "addcdiv", "atan2", "dot"),
+        # "binary_cross_entropy ... raise an error in autocast-enabled regions" on CUDA.
+        ERROR: ("binary_cross_entropy",),
+    },
+}
+# Ops that need a LAPACK/cuSOLVER path or inputs the low dtype cannot hold stay out of the
+# all-low-input runs where torch has no low-precision kernel for them on that device.
+NO_LOW_KERNEL = {"cpu": frozenset(), "cuda": frozenset({"inverse", "cholesky", "quantile", "trace", "cdist"})}
+
+
+def op_class(device_type: str, name: str) -> str:
+    for cls, names in AUTOCAST_LISTS[device_type].items():
+        if name in names:
+            return cls
+    return UNLISTED
+
+
+WIDTH = {"bfloat16": 1, "float16": 1, "float32": 2, "float64": 3}
+
+
+def input_plans(cls: str, low: str, arity: int) -> list[tuple[str, ...]]:
+    """The floating input dtypes to try for an op of this class, and for each the dtype
+    autocast documents for the output is :func:`expected_dtype`."""
+    uniform = [tuple([d] * arity) for d in ("float32", low, "float64")]
+    mixed = [("float32",) + (low,) * (arity - 1)] if arity > 1 else []
+    return uniform + (mixed if cls != UNLISTED else [])
+
+
+def expected_dtype(cls: str, low: str, dtypes: tuple[str, ...]) -> str:
+    """What the op's result dtype is under autocast, per the documentation.
+
+    float64 (and non-floating) inputs are not eligible: the op runs as without autocast.
+    Eligible ops: LOWER runs in the autocast dtype, FLOAT32 in float32, PROMOTE in the
+    widest input dtype; unlisted ops run in their inputs' dtype.
+    """
+    if "float64" in dtypes:
+        return max(dtypes, key=lambda d: WIDTH[d])
+    if cls == LOWER:
+        return low
+    if cls == FLOAT32:
+        return "float32"
+    return max(dtypes, key=lambda d: WIDTH[d])
+
+
+def device_of(dl_device: str) -> tuple[str, str]:
+    """(torch device, autocast device type) for the test's device kind."""
+    from pytest_dlconform.frameworks import adapter
+
+    device = adapter("torch").device(dl_device)
+    return device, "cuda" if device.startswith("cuda") else "cpu"
+
+
+def low_dtypes(torch: Any, device_type: str) -> list[str]:
+    """The dtypes autocast takes on this device: CPU bfloat16 and float16 (both listed as
+    supported by torch.autocast); CUDA float16, and bfloat16 where the GPU has it."""
+    if device_type == "cpu":
+        return ["bfloat16", "float16"]
+    return ["float16"] + (["bfloat16"] if torch.cuda.is_bf16_supported() else [])
+
+
+class AutocastMismatch(AssertionError):
+    """An op under autocast did not run in the dtype the documentation lists it with."""
+
+
+def autocast_mismatches(torch: Any, device: str, low: str, rng: np.random.Generator, n: int,
+                        lists: dict[str, dict[str, tuple[str, ...]]] = AUTOCAST_LISTS,
+                        ops: dict[str, AutocastOp] | None = None) -> tuple[list[str], dict[str, int]]:
+    """Run every op under ``torch.autocast(device_type, dtype=low)`` with each input-dtype
+    plan of its documented class and compare with the documentation and with the op called
+    outside autocast on inputs cast to the documented dtype (bitwise: autocast only casts).
+    For the lower-precision class, also the gradients of float32 leaves: float32 and
+    bitwise equal to those of the explicitly cast computation. Returns the problems found
+    and how many ops of each class were checked."""
+    device_type = torch.device(device).type
+    problems: list[str] = []
+    counts: dict[str, int] = {}
+    for name, op in (ops or OPS).items():
+        cls = _class_in(lists, device_type, name)
+        counts[cls] = counts.get(cls, 0) + 1
+        arrays = op.inputs(rng, n)
+        if cls == ERROR:
+            problems += _expect_error(torch, device, device_type, low, op, arrays)
+            continue
+        arity = sum(a.dtype.kind == "f" for a in arrays)
+        for plan in input_plans(cls, low, arity):
+            if low in plan and cls == UNLISTED and name in NO_LOW_KERNEL[device_type]:
+                continue
+            problems += _check_plan(torch, device, device_type, low, op, cls, arrays, plan)
+    return problems, counts
+
+
+def _class_in(lists: dict[str, dict[str, tuple[str, ...]]], device_type: str, name: str) -> str:
+    for cls, names in lists[device_type].items():
+        if name in names:
+            return cls
+    return UNLISTED
+
+
+def _tensors(torch: Any, arrays: Arrays, plan: tuple[str, ...], device: str, grad: bool = False) -> list[Any]:
+    out, k = [], 0
+    for a in arrays:
+        if a.dtype.kind == "f":
+            t = torch.tensor(a, dtype=getattr(torch, plan[k]), device=device)
+            out.append(t.requires_grad_(grad))
+            k += 1
+        else:
+            out.append(torch.tensor(a, device=device))
+    return out
+
+
+def _check_plan(torch: Any, device: str, device_type: str, low: str, op: AutocastOp, cls: str, arrays: Arrays,
+                plan: tuple[str, ...]) -> list[str]:
+    want = expected_dtype(cls, low, plan)
+    grad = op.differentiable and cls == LOWER and set(plan) == {"float32"}
+    inputs = _tensors(torch, arrays, plan, device, grad)
+    with torch.autocast(device_type, dtype=getattr(torch, low)):
+        out = op.fn(torch, inputs)
+    where = f"{op.name} [{cls} on {device_type}, autocast {low}] inputs {'/'.join(plan)}"
+    if str(out.dtype) != f"torch.{want}":
+        return [f"{where}: result {out.dtype}, but should be torch.{want}"]
+    cast = [t.detach().to(getattr(torch, want)).requires_grad_(grad) if t.is_floating_point() else t for t in inputs]
+    expected = op.fn(torch, cast)
+    size = max(a.size for a in arrays)
+    problems = _same(torch, out, expected, f"{where}: result differs from {op.name} on inputs cast to {want}", size)
+    if grad:
+        leaves = [t for t in inputs if t.is_floating_point()]
+        got = torch.autograd.grad(out.float().sum(), leaves)
+        ref = torch.autograd.grad(expected.float().sum(), [t for t in cast if t.is_floating_point()])
+        for i, (g, r) in enumerate(zip(got, ref)):
+            if g.dtype != torch.float32:
+                problems.append(f"{where}: gradient of float32 input {i} is {g.dtype}, but should be torch.float32")
+            else:
+                problems += _same(torch, g, r.float(), f"{where}: gradient of input {i} differs from the cast computation's",
+                                  size)
+    return problems
+
+
+def _same(torch: Any, a: Any, b: Any, what: str, size: int) -> list[str]:
+    """Bitwise on the CPU (autocast only casts, the kernels are deterministic); on a GPU
+    within the result dtype's tolerance, since cuBLAS/cuDNN may pick another algorithm
+    (and accumulate in another order) for the second call."""
+    if a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.isnan(), b.isnan()) and bool(
+            (a == b).logical_or(a.isnan()).all()):
+        return []
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return [f"{what} (shapes {tuple(a.shape)}/{tuple(b.shape)}, dtypes {a.dtype}/{b.dtype})"]
+    diff = (a.double() - b.double()).abs().nan_to_num(nan=float("inf")).max().item()
+    if a.device.type != "cpu":
+        scale = b.double().abs().max().item()
+        tol = tolerance(str(a.dtype).removeprefix("torch."), ops=2, reduction=size)
+        if diff <= tol.rtol * scale:
+            return []
+        return [f"{what} (max abs difference {diff:.3e} > {tol.rtol:.3e} * {scale:.3e} [{tol.why}])"]
+    return [f"{what} (max abs difference {diff:.3e}, expected bitwise equality on the CPU)"]
+
+
+def _expect_error(torch: Any, device: str, device_type: str, low: str, op: AutocastOp, arrays: Arrays) -> list[str]:
+    inputs = _tensors(torch, arrays, ("float32",) * sum(a.dtype.kind == "f" for a in arrays), device)
+    try:
+        with torch.autocast(device_type, dtype=getattr(torch, low)):
+            out = op.fn(torch, inputs)
+    except RuntimeError:
+        return []
+    return [f"{op.name} [error on {device_type}]: ran under autocast (result {out.dtype}), but the documentation says it raises"]
+
+
+DISPATCH_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}
+
+
+def registered_autocast_kernel(dump: str, key: str) -> bool:
+    """Whether a ``torch._C._dispatch_dump`` text has a real (not fallthrough) kernel for ``key``."""
+    for line in dump.splitlines():
+        if line.startswith(key + ":"):
+            return "fallthrough" not in line
+    return False
+
+
+def registration_mismatches(dump: Callable[[str], str], lists: dict[str, dict[str, tuple[str, ...]]] = AUTOCAST_LISTS,
+                            ops: dict[str, AutocastOp] | None = None) -> list[str]:
+    """Ops whose documented class disagrees with the build's autocast kernels: a listed op
+    (not composite) must have one for its device's dispatch key, an unlisted op must not."""
+    problems = []
+    for device_type, key in DISPATCH_KEYS.items():
+        for name in ops or OPS:
+            cls = _class_in(lists, device_type, name)
+            if name in COMPOSITE[device_type]:
+                continue
+            has = registered_autocast_kernel(dump(aten_name(name)), key)
+            if has != (cls != UNLISTED):
+                problems.append(f"{name} ({aten_name(name)}) is documented {cls} on {device_type}, but {key} "
+                                f"{'has' if has else 'has no'} kernel for it")
+    return problems
+
+
+# --------------------------------------------------------------------------- dynamic loss scaling
+
+
+@dataclass
+class DynamicScale:
+    """The documented dynamic loss-scale state machine (torch GradScaler.update; Keras
+    LossScaleOptimizer with growth 2, backoff 1/2 and dynamic_growth_steps as interval).
+
+    A step with non-finite gradients is skipped and multiplies the scale by
+    ``backoff_factor``; ``growth_interval`` consecutive finite steps multiply it by
+    ``growth_factor``. The scale is a float32 value, each update rounded to float32.
+    """
+
+    scale: float
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+    tracker: int = 0
+    applied: int = 0
+    history: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.scale = float(np.float32(self.scale))
+
+    def update(self, finite: bool) -> None:
+        self.history.append(self.scale)
+        if not finite:
+            self.scale, self.tracker = float(np.float32(self.scale * self.backoff_factor)), 0
+            return
+        self.applied += 1
+        self.tracker += 1
+        if self.tracker == self.growth_interval:
+            self.scale, self.tracker = float(np.float32(self.scale * self.growth_factor)), 0
+
+
+class ScaleMismatch(AssertionError):
+    """A loss scaler's scale or growth tracker left the documented state machine."""
+
+
+def check_scale(scale: float, ref: DynamicScale, where: str, *, tracker: int | None = None, ulps: int = 0) -> None:
+    """The observed scale (and growth tracker) against the state machine; ``ulps`` float32
+    roundings of slack for factors that are not powers of two."""
+    __tracebackhide__ = True
+    slack = ulps * float(np.finfo(np.float32).eps) * abs(ref.scale)
+    if not abs(scale - ref.scale) <= slack:
+        raise ScaleMismatch(f"{where}: scale {scale!r}, but should be {ref.scale!r} (scales before each step so far: "
+                            f"{ref.history}; growth factor {ref.growth_factor}, backoff {ref.backoff_factor}, "
+                            f"interval {ref.growth_interval})")
+    if tracker is not None and tracker != ref.tracker:
+        raise ScaleMismatch(f"{where}: growth tracker {tracker}, but should be {ref.tracker} "
+                            f"({ref.tracker} consecutive finite steps since the scale last changed)")
+
+
+def scaled_gradient(gradient: np.ndarray, scale: float) -> np.ndarray:
+    """The gradient of ``scale * loss`` in float32 (it may overflow to inf: that is the point)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (np.asarray(gradient, np.float32) * np.float32(scale)).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- Keras global policy
+
+
+@contextlib.contextmanager
+def keras_policy(keras: Any, name: str) -> Iterator[Any]:
+    """Set Keras's global dtype policy for a block and restore the previous one after it."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield keras.config.dtype_policy()
+    finally:
+        keras.config.set_dtype_policy(previous)
