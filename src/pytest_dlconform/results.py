@@ -3,6 +3,10 @@
 Workers compute each phase's verdict (they still have the exception) and attach it to
 the report's ``user_properties`` with the claim id, parameters and evidence; those
 travel through xdist and into JUnit XML. The controller only reads reports.
+
+The JSON report document (:func:`report_document`) is the one result of a run: the
+terminal matrix, the HTML page and ``dlconform compare`` all read it, so what a person
+sees on screen is what the file says.
 """
 
 from __future__ import annotations
@@ -10,6 +14,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,11 +29,16 @@ HOLDS, VIOLATED, NOT_APPLICABLE, ERROR = "holds", "violated", "not applicable", 
 VERDICTS = (HOLDS, VIOLATED, NOT_APPLICABLE, ERROR)
 _SEVERITY = {HOLDS: 0, NOT_APPLICABLE: 1, VIOLATED: 2, ERROR: 3}
 SYMBOL = {HOLDS: "ok", VIOLATED: "FAIL", NOT_APPLICABLE: "n/a", ERROR: "ERR"}
+EXPECTED_SYMBOL = "exp"  # violated, and listed in the known-divergences file
+SCHEMA = "pytest-dlconform/report"
 SCHEMA_VERSION = 1
+PARAM_KEYS = ("framework", "device", "strategy")
 
 PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO = (
     "dl_claim", "dl_verdict", "dl_params", "dl_evidence", "dl_repro",
 )
+
+__all__ = ["NOT_APPLICABLE_PREFIX", "Collector", "TestResult", "report_document", "matrix_lines", "write_atomic"]
 
 
 def is_violation(exc: BaseException) -> bool:
@@ -42,6 +54,22 @@ def worst(verdicts: Iterable[str]) -> str:
     return max(items, key=_SEVERITY.__getitem__) if items else NOT_APPLICABLE
 
 
+_OVERALL = {NOT_APPLICABLE: 0, HOLDS: 1, VIOLATED: 2, ERROR: 3}
+
+
+def overall(verdicts: Iterable[str]) -> str:
+    """The verdict of a claim (or a matrix cell) over its tests: error, else violated, else
+    holds where it could run at all, else not applicable. Unlike :func:`worst` (the phases
+    of one test), a claim that held on one framework and could not run on the other holds."""
+    items = list(verdicts)
+    return max(items, key=_OVERALL.__getitem__) if items else NOT_APPLICABLE
+
+
+def column_of(params: Mapping[str, str]) -> str:
+    """The matrix column of a test: framework/device/strategy, whichever it has."""
+    return "/".join(str(params[k]) for k in PARAM_KEYS if params.get(k))
+
+
 @dataclass
 class TestResult:
     nodeid: str
@@ -55,13 +83,13 @@ class TestResult:
 
     @property
     def column(self) -> str:
-        return "/".join(self.params[k] for k in ("framework", "device", "strategy") if self.params.get(k))
+        return column_of(self.params)
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "nodeid": self.nodeid, "claim": self.claim, "params": self.params, "verdict": self.verdict,
-            "reason": self.reason, "evidence": self.evidence, "repro": self.repro,
-            "duration_s": round(self.duration, 4),
+            "nodeid": self.nodeid, "claim": self.claim, "params": self.params, "column": self.column,
+            "verdict": self.verdict, "reason": self.reason, "evidence": self.evidence,
+            "repro": self.repro, "duration_s": round(self.duration, 4), "expected": None,
         }
 
 
@@ -84,12 +112,13 @@ class Collector:
             result.verdict = verdict
         elif _SEVERITY[verdict] > _SEVERITY[result.verdict]:
             result.verdict = verdict
+            result.reason = ""  # the worse phase explains the verdict
         if verdict != HOLDS and not result.reason:
             result.reason = _reason(report)
         if props.get(PROP_EVIDENCE):
             result.evidence = json.loads(props[PROP_EVIDENCE])
-        if verdict in (VIOLATED, ERROR) and props.get(PROP_REPRO):
-            result.repro = props[PROP_REPRO]
+        if verdict in (VIOLATED, ERROR) and props.get(PROP_REPRO) and not result.repro:
+            result.repro = reproduction(str(props[PROP_REPRO]), _longrepr_text(report))
         result.duration += getattr(report, "duration", 0.0)
 
     def by_claim(self) -> dict[str, list[TestResult]]:
@@ -109,40 +138,228 @@ def _reason(report: Any) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:  # skip: (path, line, reason)
         reason = str(longrepr[2])
-        return reason.removeprefix("Skipped: ")
+        return reason.removeprefix("Skipped: ").removeprefix(NOT_APPLICABLE_PREFIX)
     crash = getattr(getattr(longrepr, "reprcrash", None), "message", None)
     return (crash or str(longrepr)).strip().splitlines()[0][:500] if longrepr else ""
 
 
-def matrix_lines(collector: Collector, width: int = 120) -> list[str]:
-    """Claims by (framework, device, strategy): one screen, a verdict per cell."""
-    grouped = collector.by_claim()
-    if not grouped:
+def _longrepr_text(report: Any) -> str:
+    longrepr = report.longrepr
+    if longrepr is None or isinstance(longrepr, tuple):
+        return ""
+    crash = getattr(getattr(longrepr, "reprcrash", None), "message", None)
+    return crash or str(longrepr)
+
+
+_FALSIFYING = re.compile(r"^(?:E\s{0,7})?(Falsifying (?:explicit )?example: .*)$")
+_BLOB = re.compile(r"@reproduce_failure\([^)]*\)")
+
+
+def reproduction(command: str, failure_text: str) -> str:
+    """The command that reruns exactly this test, plus hypothesis's shrunk example and blob.
+
+    Hypothesis prints the minimal falsifying example as a call (``test_x(\\n    x=10,\\n)``)
+    in the failure message; we keep it verbatim so the reader can paste it, and the
+    ``@reproduce_failure`` decorator that replays it byte for byte.
+    """
+    lines = [command]
+    example = _falsifying_example(failure_text)
+    if example:
+        lines.append(example)
+    blob = _BLOB.search(failure_text)
+    if blob:
+        lines.append(f"# replay exactly: add {blob.group(0)} above the test")
+    return "\n".join(lines)
+
+
+def _falsifying_example(text: str) -> str:
+    raw = [re.sub(r"^E {0,7}", "", line) for line in text.splitlines()]
+    for start, line in enumerate(raw):
+        match = _FALSIFYING.match(line)
+        if not match:
+            continue
+        block = [match.group(1)]
+        if line.rstrip().endswith("("):
+            for follow in raw[start + 1:]:
+                block.append(follow)
+                if follow.rstrip() == ")":  # hypothesis closes the call at column 0
+                    break
+        return "\n".join(block)
+    return ""
+
+
+# ------------------------------------------------------------------ the document
+
+
+def report_document(collector: Collector, env: Mapping[str, Any], claims: Mapping[str, Any]) -> dict[str, Any]:
+    """The versioned JSON document of a run (schema :data:`SCHEMA_VERSION`)."""
+    per_claim: dict[str, Any] = {}
+    for claim_id, found in collector.by_claim().items():
+        tests = [r.as_dict() for r in sorted(found, key=lambda r: r.nodeid)]
+        per_claim[claim_id] = claim_entry(tests, claims.get(claim_id))
+    doc = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "duration_s": round(time.time() - collector.started, 3),
+        "environment": dict(env),
+        "claims": per_claim,
+        "divergences": [],
+    }
+    refresh_counts(doc)
+    return doc
+
+
+def claim_entry(tests: list[dict[str, Any]], claim: Any) -> dict[str, Any]:
+    columns: dict[str, str] = {}
+    for col in sorted({t["column"] for t in tests}):
+        columns[col] = overall(t["verdict"] for t in tests if t["column"] == col)
+    return {
+        "verdict": overall(t["verdict"] for t in tests),
+        "claim": claim,
+        "columns": columns,
+        "duration_s": round(sum(t.get("duration_s", 0.0) for t in tests), 4),
+        "worst_margin": worst_margin(tests),
+        "expected": None,
+        "tests": tests,
+    }
+
+
+def refresh_counts(doc: dict[str, Any]) -> None:
+    """Recompute the per-verdict counts of tests and claims (after divergences were applied)."""
+    tests = dict.fromkeys(VERDICTS, 0)
+    claims = dict.fromkeys(VERDICTS, 0)
+    expected = {"tests": 0, "claims": 0}
+    for entry in doc["claims"].values():
+        claims[entry["verdict"]] += 1
+        expected["claims"] += bool(entry.get("expected"))
+        for test in entry["tests"]:
+            tests[test["verdict"]] += 1
+            expected["tests"] += bool(test.get("expected"))
+    doc["counts"] = {"tests": tests, "claims": claims, "expected": expected}
+    doc["columns"] = sorted({col for e in doc["claims"].values() for col in e["columns"]})
+
+
+def margins_of(test: Mapping[str, Any]) -> dict[str, float]:
+    """margin = observed / tolerance for each compared quantity of a test (1.0 is the limit)."""
+    checks = (test.get("evidence") or {}).get("checks") or {}
+    out = {}
+    for name, check in checks.items():
+        margin = check.get("margin") if isinstance(check, Mapping) else None
+        if isinstance(margin, (int, float)) and not isinstance(margin, bool):
+            out[name] = float(margin)
+        elif margin == "inf":
+            out[name] = float("inf")
+    return out
+
+
+def worst_margin(tests: Iterable[Mapping[str, Any]]) -> float | str | None:
+    """The largest margin over the tests' checks; "inf" (JSON has no infinity) when a
+    check with a zero tolerance saw a non-zero difference; None without checks."""
+    margins = [m for t in tests for m in margins_of(t).values()]
+    if not margins:
+        return None
+    top = max(margins)
+    return "inf" if top == float("inf") else top
+
+
+def format_margin(margin: Any) -> str:
+    if margin is None:
+        return ""
+    return margin if isinstance(margin, str) else f"{margin:.2g}"
+
+
+def cell_symbol(entry: Mapping[str, Any], column: str) -> str:
+    verdict = entry["columns"].get(column)
+    if verdict is None:
+        return "."
+    if verdict == VIOLATED and all(
+        t.get("expected") for t in entry["tests"] if t["column"] == column and t["verdict"] == VIOLATED
+    ):
+        return EXPECTED_SYMBOL
+    return SYMBOL[verdict]
+
+
+def matrix_lines(doc: Mapping[str, Any], width: int = 120, max_rows: int = 40) -> list[str]:
+    """Claims by (framework, device, strategy): one screen, a verdict per cell, counts below.
+
+    With more than ``max_rows`` claims, claims whose every cell holds are folded into one
+    line per area (cells then read "held/ran"), so the screen shows what needs a look.
+    """
+    claims = doc["claims"]
+    if not claims:
         return []
-    columns = sorted({r.column for r in collector.tests.values()})
-    claim_w = min(max(len(c) for c in grouped), max(24, width - 8 * len(columns) - 2))
+    columns = list(doc["columns"])
     col_w = max(6, *(len(c) + 1 for c in columns))
-    lines = [" " * claim_w + " " + "".join(c.rjust(col_w) for c in columns)]
-    for claim, results in grouped.items():
-        cells = []
-        for col in columns:
-            here = [r.verdict for r in results if r.column == col]
-            cells.append((SYMBOL[worst(here)] if here else ".").rjust(col_w))
-        name = claim if len(claim) <= claim_w else claim[: claim_w - 1] + "~"
-        lines.append(name.ljust(claim_w) + " " + "".join(cells))
-    counts = collector.counts()
-    lines.append(", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" ({len(grouped)} claims)")
+    fold = len(claims) > max_rows
+    names = [*claims, *(f"{a}.* ({n} claims)" for a, n in _areas(claims).items())] if fold else list(claims)
+    claim_w = min(max(len(c) for c in names), max(24, width - col_w * len(columns) - 9))
+    lines = [" " * claim_w + "".join(c.rjust(col_w) for c in columns) + "  margin"]
+    for area, count in (_areas(claims).items() if fold else [(None, 0)]):
+        rows = {cid: e for cid, e in claims.items() if area is None or cid.split(".", 1)[0] == area}
+        if fold:
+            lines.append(_fit(f"{area}.* ({count} claims)", claim_w) + "".join(
+                _held_of_ran(rows.values(), col).rjust(col_w) for col in columns))
+            rows = {cid: e for cid, e in rows.items() if any(cell_symbol(e, c) not in (SYMBOL[HOLDS], ".") for c in columns)}
+        for claim_id, entry in rows.items():
+            cells = "".join(cell_symbol(entry, col).rjust(col_w) for col in columns)
+            label = ("  " + claim_id) if fold else claim_id
+            lines.append((_fit(label, claim_w) + cells + "  " + format_margin(entry.get("worst_margin"))).rstrip())
+    note = f"margin: worst observed/tolerance over a claim's checks (1 is the limit); {EXPECTED_SYMBOL}: known divergence"
+    if fold:
+        note += "; claims that hold everywhere are folded per area (held/ran), all are in --dl-report/--dl-html"
+    lines.append(note)
+    lines.append(count_line("tests", doc["counts"]["tests"], doc["counts"]["expected"]["tests"]))
+    lines.append(count_line("claims", doc["counts"]["claims"], doc["counts"]["expected"]["claims"]))
     return lines
 
 
+def _areas(claims: Mapping[str, Any]) -> dict[str, int]:
+    areas: dict[str, int] = {}
+    for cid in claims:
+        areas[cid.split(".", 1)[0]] = areas.get(cid.split(".", 1)[0], 0) + 1
+    return areas
+
+
+def _fit(name: str, width: int) -> str:
+    return (name if len(name) <= width else name[: width - 1] + "~").ljust(width)
+
+
+def _held_of_ran(entries: Iterable[Mapping[str, Any]], column: str) -> str:
+    ran = [e["columns"][column] for e in entries if column in e["columns"]]
+    return f"{sum(v == HOLDS for v in ran)}/{len(ran)}" if ran else "."
+
+
+def count_line(what: str, counts: Mapping[str, int], expected: int) -> str:
+    parts = []
+    for verdict in VERDICTS:
+        text = f"{counts.get(verdict, 0)} {verdict}"
+        if verdict == VIOLATED and expected:
+            text += f" ({expected} expected)"
+        parts.append(text)
+    return f"{what}: " + ", ".join(parts)
+
+
+# ------------------------------------------------------------------ environment
+
+
 def environment(settings_dict: Mapping[str, Any], versions: Mapping[str, str], devices: str) -> dict[str, Any]:
+    gpu = gpu_environment()
     return {
         "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "os": f"{platform.system()} {platform.release()}",
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "gpus": gpu["gpus"],
+        "driver": gpu["driver"],
+        "cuda": gpu["cuda"],
         "frameworks": dict(versions),
         "devices": devices,
+        "profile": settings_dict.get("profile"),
+        "seed": settings_dict.get("seed"),
         "settings": dict(settings_dict),
     }
 
@@ -158,30 +375,56 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def report_document(collector: Collector, env: Mapping[str, Any], claims: Mapping[str, Any]) -> dict[str, Any]:
-    per_claim = {}
-    for claim_id, results in collector.by_claim().items():
-        per_claim[claim_id] = {
-            "verdict": worst(r.verdict for r in results),
-            "claim": claims.get(claim_id),
-            "tests": [r.as_dict() for r in results],
-        }
-    return {
-        "schema": "pytest-dlconform/report",
-        "schema_version": SCHEMA_VERSION,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "duration_s": round(time.time() - collector.started, 3),
-        "environment": dict(env),
-        "counts": collector.counts(),
-        "claims": per_claim,
-    }
+def gpu_environment() -> dict[str, Any]:
+    """GPU models, driver and the driver's CUDA version from nvidia-smi; empty without one."""
+    exe = shutil.which("nvidia-smi")
+    empty: dict[str, Any] = {"gpus": [], "driver": None, "cuda": None}
+    if exe is None:
+        return empty
+    try:
+        rows = subprocess.run(
+            [exe, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+        banner = subprocess.run([exe], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return empty
+    gpus, driver = [], None
+    for row in rows.splitlines():
+        parts = [p.strip() for p in row.split(",")]
+        if len(parts) == 3:
+            gpus.append({"name": parts[0], "memory": parts[1]})
+            driver = parts[2]
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", banner)
+    return {"gpus": gpus, "driver": driver, "cuda": cuda.group(1) if cuda else None}
+
+
+def environment_line(env: Mapping[str, Any]) -> str:
+    """One line naming the stack of a report: frameworks, Python, devices, profile, seed."""
+    fws = env.get("frameworks") or {}
+    settings = env.get("settings") or {}
+    names = [f"{k} {v}" for k, v in fws.items() if v and v != "not installed" and k in settings.get("frameworks", fws)]
+    gpus = ", ".join(g.get("name", "?") for g in env.get("gpus") or []) or "no GPU"
+    return (
+        f"{'; '.join(names) or 'no framework'}; Python {env.get('python', '?')}; "
+        f"devices {','.join(settings.get('selected_devices', [])) or '?'} ({gpus}); "
+        f"profile {env.get('profile', settings.get('profile', '?'))}, seed {env.get('seed', settings.get('seed', '?'))}"
+    )
+
+
+# ------------------------------------------------------------------ files
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write to a temporary file in the same directory, then rename over the target."""
+    """Write to a temporary file in the same directory, then rename over the target.
+
+    A run killed at any moment leaves either the previous file or the complete new one,
+    never a truncated document under the target name.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".dlconform-", suffix=".tmp", dir=folder)
     try:
+        os.chmod(tmp, _file_mode(path))  # mkstemp makes it 0600; a report is an ordinary file
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -190,3 +433,13 @@ def write_atomic(path: str, text: str) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _file_mode(path: str) -> int:
+    """The mode the file has (when replacing it), else what the umask gives a new file."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask

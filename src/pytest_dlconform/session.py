@@ -24,6 +24,7 @@ from .frameworks import HarnessError, adapter, state_diff
 
 ITEM_KEY = pytest.StashKey["ItemInfo"]()
 EVIDENCE_KEY = pytest.StashKey[evidence.Recorder]()
+VERDICT_KEY = pytest.StashKey[str]()
 DESELECTED = "__dlconform_deselected__"
 SHORT = {"tensorflow": "tf", "torch": "torch"}
 FIXTURE_FRAMEWORK = {"tf": "tensorflow", "torch": "torch"}
@@ -323,33 +324,55 @@ class Run:
         return self.workerinput is None
 
     def summarize(self, terminalreporter: Any) -> None:
-        if not self.is_controller or not self.collector.tests:
+        if not self.is_controller:
+            return
+        outcome = _outcome(self)
+        if not outcome.doc["claims"] and not outcome.messages:
             return
         terminalreporter.write_sep("=", "dlconform conformance matrix")
-        for line in results.matrix_lines(self.collector, terminalreporter._tw.fullwidth):
+        for line in results.matrix_lines(outcome.doc, terminalreporter._tw.fullwidth):
             terminalreporter.write_line(line)
-        reasons = sorted({r.reason for r in self.collector.tests.values() if r.verdict == results.NOT_APPLICABLE})
-        for reason in reasons:
-            terminalreporter.write_line(f"n/a: {reason}")
+        for line in _reason_lines(outcome.doc):
+            terminalreporter.write_line(line)
+        for line in outcome.messages:
+            terminalreporter.write_line(f"dlconform: {line}", bold=True)
 
     def environment(self) -> dict[str, Any]:
         s = self.settings
         versions = {fw: opts.framework_version(fw) or "not installed" for fw in opts.FRAMEWORK_CHOICES}
-        for extra in ("keras", "numpy", "hypothesis", "pytest"):
+        for extra in ("keras", "numpy", "hypothesis", "pytest", "pytest-xdist", "ml-dtypes", "jax", "pytest-dlconform"):
             versions[extra] = _dist_version(extra)
         settings_dict = {
             "device": s.device, "selected_devices": list(self.kinds), "frameworks": list(s.frameworks),
             "strategies": list(s.strategies), "replicas": s.replicas, "claims": list(s.claims),
-            "profile": s.profile, "seed": s.seed,
+            "profile": s.profile, "seed": s.seed, "hypothesis_profile": self.config.getoption("hypothesis_profile", None),
         }
         return results.environment(settings_dict, versions, self.inventory_text)
 
     def finish(self, session: pytest.Session) -> None:
-        if not self.is_controller or not self.settings.report:
+        """Controller only: apply known divergences, compare with the baseline, write files.
+
+        pytest calls this before the terminal summary, so :meth:`summarize` prints what
+        was decided and written here. A regression against --dl-baseline fails the run;
+        failures that are all known divergences do not.
+        """
+        if not self.is_controller:
             return
-        claims = {cid: c.as_dict() for cid, c in registry.registry().items()}
-        doc = results.report_document(self.collector, self.environment(), claims)
-        results.write_atomic(self.settings.report, json.dumps(doc, indent=2, sort_keys=True))
+        outcome = _outcome(self)
+        outcome.doc["interrupted"] = _interrupted(session)
+        status = _exit_status(session, outcome)
+        if status is not None:
+            session.exitstatus = status
+        outcome.doc["exit_status"] = int(session.exitstatus)
+        s = self.settings
+        if s.report:
+            results.write_atomic(s.report, json.dumps(outcome.doc, indent=2, sort_keys=True))
+            outcome.messages.append(f"JSON report written to {s.report}")
+        if s.html:
+            from . import html
+
+            results.write_atomic(s.html, html.render(outcome.doc))
+            outcome.messages.append(f"HTML matrix written to {s.html}")
 
 
 def phase_verdict(report: pytest.TestReport, call: pytest.CallInfo[None]) -> str:
@@ -382,3 +405,112 @@ def _dist_version(name: str) -> str:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+# ---------------------------------------------------------------- results of a run (controller)
+# What Run.summarize/finish share: the report document of the run, with known divergences
+# applied and the baseline compared, computed once per run.
+
+DIVERGENCES = "divergences"  # --dl-divergences / DLCONFORM_DIVERGENCES / dl_divergences
+
+
+@dataclass
+class _Outcome:
+    doc: dict[str, Any]
+    messages: list[str] = field(default_factory=list)
+    regressed: list[str] = field(default_factory=list)
+    unusable: bool = False  # a --dl-baseline or known-divergences file that cannot be used
+
+
+def _outcome(run: Run) -> _Outcome:
+    cached: _Outcome | None = getattr(run, "_dl_outcome", None)
+    if cached is not None:
+        return cached
+    claims = {cid: c.as_dict() for cid, c in registry.registry().items()}
+    outcome = _Outcome(results.report_document(run.collector, run.environment(), claims))
+    _apply_divergences(run, outcome)
+    _compare_baseline(run, outcome)
+    run._dl_outcome = outcome  # type: ignore[attr-defined]  # computed once: finish, then summarize
+    return outcome
+
+
+def _divergences_path(config: pytest.Config) -> tuple[str, str] | None:
+    """The known-divergences file and where the path came from, by the usual precedence."""
+    try:
+        cli = config.getoption(f"dl_{DIVERGENCES}", None)
+        ini = config.getini(opts.ini_key(DIVERGENCES))
+    except ValueError:  # the option is not registered (older settings.HELP)
+        cli, ini = None, None
+    return opts.make_lookup({DIVERGENCES: cli}, os.environ, {DIVERGENCES: ini})(DIVERGENCES)
+
+
+def _apply_divergences(run: Run, outcome: _Outcome) -> None:
+    from . import divergences
+
+    found = _divergences_path(run.config)
+    if found is None:
+        return
+    path, source = found
+    try:
+        entries = divergences.load(path)
+    except divergences.DivergenceError as exc:
+        outcome.messages.append(f"{opts.flag(DIVERGENCES)} (from {source}): {exc}")
+        outcome.unusable = True
+        return
+    statuses = divergences.apply(outcome.doc, entries)
+    outcome.messages += divergences.status_lines(statuses)
+
+
+def _compare_baseline(run: Run, outcome: _Outcome) -> None:
+    from . import compare
+
+    path = run.settings.baseline
+    if not path or not outcome.doc["claims"]:
+        return
+    try:
+        comparison = compare.compare(compare.load(path, "baseline"), outcome.doc)
+    except compare.UnusableReport as exc:
+        outcome.messages.append(f"{opts.flag(opts.BASELINE)}: {exc}")
+        outcome.unusable = True
+        return
+    text = compare.to_text(comparison)
+    outcome.regressed = compare.names(comparison.regressed)
+    outcome.doc["baseline"] = {"path": path, "regressed": outcome.regressed, "text": text}
+    outcome.messages += text.rstrip("\n").splitlines()
+
+
+def _exit_status(session: pytest.Session, outcome: _Outcome) -> int | None:
+    """The run's exit status where results change it, else None."""
+    if outcome.unusable:
+        return int(pytest.ExitCode.USAGE_ERROR)
+    if outcome.regressed:
+        outcome.messages.append(f"failing the run: regressed against the baseline: {', '.join(outcome.regressed)}")
+        return int(pytest.ExitCode.TESTS_FAILED)
+    expected = outcome.doc["counts"]["expected"]["tests"]
+    if session.exitstatus == pytest.ExitCode.TESTS_FAILED and expected and session.testsfailed == expected:
+        outcome.messages.append(f"exit status 0: all {expected} failed test(s) are known divergences")
+        return int(pytest.ExitCode.OK)
+    return None
+
+
+def _reason_lines(doc: dict[str, Any]) -> list[str]:
+    """Why tests were not applicable, and harness errors kept apart from conformance results."""
+    lines = []
+    for verdict, label in ((results.NOT_APPLICABLE, "n/a"), (results.ERROR, "harness error, not a conformance result")):
+        reasons: dict[str, int] = {}
+        for entry in doc["claims"].values():
+            for test in entry["tests"]:
+                if test["verdict"] == verdict:
+                    key = test["reason"] or "(no reason given)"
+                    reasons[key] = reasons.get(key, 0) + 1
+        lines += [f"{label} ({n} test{'s' if n > 1 else ''}): {reason}" for reason, n in sorted(reasons.items())]
+    return lines
+
+
+def _interrupted(session: pytest.Session) -> str | None:
+    """Why the run stopped early (Ctrl-C, -x, --maxfail), or None: a complete report of a
+    partial run must say that it is partial."""
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted"
+    stop = session.shouldstop or session.shouldfail
+    return str(stop) if stop else None

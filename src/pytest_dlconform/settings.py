@@ -69,6 +69,7 @@ HELP = {
     REPORT: "write a versioned JSON report of claims, verdicts and evidence to this path.",
     HTML: "write a self-contained HTML conformance matrix to this path.",
     BASELINE: "compare this run with an earlier JSON report and fail on any regressed claim.",
+    "divergences": "known-divergences TOML file ([[divergence]] claim id or glob, reason, expires; optional framework, version, device): matching violations show as expected; expired or unmatched entries are reported.",
     TIMEOUT: "deadline in seconds for each multi-process group or cluster. Default: 120.",
 }
 

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -262,6 +261,14 @@ def test_an_unusable_divergences_file_or_baseline_is_a_usage_error(plain: pytest
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["dlconform: --dl-baseline: baseline *cut.json: truncated JSON*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_run_that_stopped_early_says_so_in_its_report(plain: pytest.Pytester) -> None:
+    result = run(plain, "-x", "--dl-report=r.json", "--dl-html=r.html", env={"PLAIN_VIOLATE": "1"})
+    assert result.ret == 1
+    doc = json.loads((plain.path / "r.json").read_text())
+    assert doc["interrupted"] == "stopping after 1 failures" and doc["exit_status"] == 1
+    assert "this run stopped early (stopping after 1 failures)" in (plain.path / "r.html").read_text()
 
 
 def test_list_claims_prints_the_ledger_without_running(plain: pytest.Pytester) -> None:
