@@ -44,6 +44,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _divergences(pytest_args: Sequence[str]) -> list[str]:
+    """The packaged known-divergences file, unless the user chose one (flag or env var)."""
+    import os
+    from importlib import resources
+
+    if any(a.startswith("--dl-divergences") for a in pytest_args) or os.environ.get("DLCONFORM_DIVERGENCES"):
+        return []
+    return ["--dl-divergences", str(resources.files("pytest_dlconform") / "known_divergences.toml")]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "claims":
@@ -58,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _html(args)
     import pytest
 
-    return int(pytest.main(["--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider", *args.pytest_args]))
+    return int(pytest.main(["--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider", *_divergences(args.pytest_args), *args.pytest_args]))
 
 
 def _compare(args: argparse.Namespace) -> int:

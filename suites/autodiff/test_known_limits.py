@@ -4,7 +4,8 @@
 property for one op (found by the generated suites). The general properties exclude
 those ops so that one known limitation does not hide everything else; here each of them
 is checked directly against the same claim, so the verdict stays visible (violated) until
-the framework fixes it, and a known-divergences entry can mark it as expected.
+the framework fixes it. Each has a claim of its own, so that a known-divergences entry
+for it (known_divergences.toml) cannot mask a new failure of the general property.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pytest_dlconform.checks.gradients import check_vjp
 from pytest_dlconform.checks.numerics import assert_close, tolerance
 
 
-@pytest.mark.claim("autodiff.gradient.finite-differences")
+@pytest.mark.claim("autodiff.gradient.float64-backward")
 @given(x=st.lists(st.floats(-2.9, 2.9, allow_nan=False), min_size=1, max_size=8).map(np.array))
 def test_torch_hardsigmoid_float64_gradient(torch, x):
     # hardsigmoid(x) = x/6 + 1/2 on (-3, 3): its derivative there is exactly 1/6.
@@ -34,7 +35,7 @@ def test_torch_hardsigmoid_float64_gradient(torch, x):
     evidence.check("hardsigmoid float64 gradient vs finite differences", observed=result.max_error_ratio, tolerance=1.0)
 
 
-@pytest.mark.claim("autodiff.gradient.forward-reverse")
+@pytest.mark.claim("autodiff.gradient.forward-mode-coverage")
 @given(x=st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=8).map(np.array))
 def test_tensorflow_forward_mode_through_softsign(tf, x):
     v, u = tf.constant(x), tf.constant(np.ones_like(x))

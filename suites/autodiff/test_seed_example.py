@@ -40,4 +40,5 @@ def test_cube_gradient_is_three_x_squared(dl_framework, data, dtype):
     magnitude = data.draw(st.one_of(st.just(0.0), st.just(2.0), st.floats(smallest, 1e3)), label="|x|")
     x = float(np.dtype(dtype).type(magnitude * data.draw(st.sampled_from([1.0, -1.0]), label="sign")))
     # pow's gradient is computed as 3 * x**2 (two roundings) from the rounded x.
-    assert_close(_cube_grad(dl_framework, x, dtype), 3.0 * x * x, tolerance(dtype, ops=2), what=f"d(x**3)/dx at x={x!r} ({dtype})")
+    assert_close(_cube_grad(dl_framework, x, dtype), 3.0 * x * x, tolerance(dtype, ops=2),
+                 what=f"d(x**3)/dx at x={x!r} ({dtype})", name=f"d(x**3)/dx vs 3x**2 ({dtype})")
