@@ -1,0 +1,255 @@
+"""export: torch formats — TorchScript, torch.export, ONNX (with ONNX Runtime), state_dict.
+
+Each property runs its hypothesis examples inside the test (an inner ``@given``), so that
+all artifacts of one test are loaded back in one fresh interpreter at the end.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pickle
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_dlconform import evidence, not_applicable
+from pytest_dlconform.checks import roundtrip as rt
+
+BATCHES = st.lists(st.integers(1, 6), min_size=1, max_size=3)
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+def _eager(module: Any, inputs: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
+    return [{"output_0": rt.torch_call(module, x)} for x in inputs]
+
+
+def _example(torch: Any, module: Any, spec: rt.ModelSpec, batch: int, seed: int) -> Any:
+    """The example input an exporter traces with, on the module's device."""
+    return torch.from_numpy(rt.example_inputs(spec, [batch], seed)[0]).to(rt.torch_device(module))
+
+
+def _deprecations(caught: list[warnings.WarningMessage]) -> list[str]:
+    return sorted({str(w.message).strip().splitlines()[0] for w in caught if "deprecat" in str(w.message).lower()})
+
+
+# --------------------------------------------------------------------------- TorchScript
+
+
+@pytest.mark.claim("export.torchscript.roundtrip")
+def test_torchscript_keeps_outputs_buffers_schema_and_training_mode(torch, tmp_path, dl_settings):
+    trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
+
+    @rt.examples(6)
+    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS)
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+        module = rt.build_torch(spec, torch)
+        inputs = rt.example_inputs(spec, batches, seed)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            scripted = torch.jit.script(module)
+            expected = rt.Expected(_eager(module, inputs), rt.torch_state(module), rt.torchscript_signature(scripted))
+            art = rt.export_artifact(trip.path("torchscript"), "torchscript", lambda p: torch.jit.save(scripted, str(p)))
+            loaded = trip.check(art, inputs, expected, what=f"TorchScript of {spec.describe()}",
+                                device=rt.torch_device(module))
+        evidence.note(deprecations=_deprecations(caught))
+        if not spec.has_dropout:  # dropout in training mode draws random masks
+            _same_training_step(torch, module, loaded.module, inputs[0], f"TorchScript of {spec.describe()}")
+
+    prop()
+    trip.finish()
+
+
+def _same_training_step(torch: Any, original: Any, loaded: Any, x: np.ndarray, what: str) -> None:
+    """In train mode both use batch statistics and update running ones (and the counter) alike."""
+    if x.shape[0] < 2 and any(isinstance(m, torch.nn.BatchNorm1d) for m in original.modules()):
+        x = np.concatenate([x, x[::-1] * 0.5])  # BatchNorm refuses a training batch of one
+    original.train(), loaded.train()
+    try:
+        got, want = rt.torch_call(loaded, x), rt.torch_call(original, x)
+    finally:
+        original.eval(), loaded.eval()
+    rt.assert_same_outputs({"y": got}, {"y": want}, what=f"{what}: training-mode forward",
+                           name="training-mode outputs bitwise")
+    rt.assert_same_state(rt.torch_state(loaded), rt.torch_state(original), what=f"{what}: buffers after a training-mode forward")
+
+
+# --------------------------------------------------------------------------- torch.export
+
+
+@pytest.mark.claim("export.torch-export.roundtrip")
+def test_torch_export_keeps_outputs_state_and_dynamic_batch(torch, tmp_path, dl_settings):
+    trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
+
+    @rt.examples(4)
+    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS, example_batch=st.integers(2, 5))
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int, example_batch: int) -> None:
+        module = rt.build_torch(spec, torch)
+        inputs = rt.example_inputs(spec, batches, seed)
+        example = _example(torch, module, spec, example_batch, seed + 1)
+        program = torch.export.export(module, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+        expected = rt.Expected(_eager(module, inputs), rt.torch_state(module), rt.export_signature(program))
+        art = rt.export_artifact(trip.path("torch-export"), "torch-export", lambda p: torch.export.save(program, str(p)))
+        loaded = trip.check(art, inputs, expected, what=f"torch.export of {spec.describe()}")
+        wrong = torch.zeros(1, spec.in_features + 1, dtype=example.dtype, device=example.device)
+        with pytest.raises(Exception, match=r"(?i)guard|expected|shape|size"):  # the static dimension is enforced
+            loaded.module(wrong)
+
+    prop()
+    trip.finish()
+
+
+@pytest.mark.claim("export.torch-export.roundtrip")
+def test_torch_export_needs_torch_cond_for_data_dependent_branches(torch, tmp_path):
+    class PythonIf(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x * 2 if x.sum() > 0 else x - 1
+
+    class WithCond(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.cond(x.sum() > 0, lambda t: t * 2, lambda t: t - 1, (x,))
+
+    x = torch.ones(3, 4)
+    with pytest.raises(Exception, match=r"(?i)data.dependent|guard|symbolic|cond"):
+        torch.export.export(PythonIf(), (x,))
+    program = torch.export.export(WithCond(), (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    art = rt.export_artifact(tmp_path / "cond", "torch-export", lambda p: torch.export.save(program, str(p)))
+    loaded = rt.load(art.path, "torch-export")
+    for sign in (1.0, -1.0):
+        v = (sign * np.arange(1, 9, dtype=np.float32)).reshape(2, 4)
+        want = v * 2 if v.sum() > 0 else v - 1
+        rt.assert_same_outputs(loaded.run(v), {"output_0": want}, what=f"torch.cond program, branch sum {v.sum():+g}")
+
+
+# --------------------------------------------------------------------------- ONNX
+
+
+def _require_onnx() -> None:
+    for module, dist in (("onnxruntime", "onnxruntime"), ("onnxscript", "onnxscript"), ("onnx", "onnx")):
+        if importlib.util.find_spec(module) is None:
+            not_applicable(f"{dist} is not installed: pip install onnx onnxscript onnxruntime "
+                           "(torch.onnx's default dynamo exporter needs onnxscript, the round trip needs onnxruntime)")
+
+
+# ONNX Runtime's CPU provider implements Elu for float only (its OperatorKernels table); a
+# float64 Elu exports fine but does not load ("Could not find an implementation for Elu(6)").
+ORT_SPECS = rt.model_specs(activations_for={"float64": [a for a in rt.ACTIVATIONS if a != "elu"]})
+
+
+def _onnx_writer(torch: Any, model: Any, example: Any) -> Any:
+    def write(path: Path) -> None:
+        torch.onnx.export(model, (example,), str(path), input_names=["x"], output_names=["y"],
+                          dynamic_shapes=({0: "batch"},), verbose=False)
+
+    return write
+
+
+def _onnx_signature(spec: rt.ModelSpec, batch: str = "batch") -> dict[str, Any]:
+    elem = {"float32": "tensor(float)", "float64": "tensor(double)"}[spec.dtype]
+    return {"inputs": [["x", elem, [batch, spec.in_features]]], "outputs": [["y", elem, [batch, spec.out_features]]]}
+
+
+@pytest.mark.claim("export.onnx.roundtrip")
+def test_onnx_runtime_matches_torch_within_tolerance(torch, tmp_path, dl_settings):
+    _require_onnx()
+    trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
+
+    @rt.examples(3)
+    @given(spec=ORT_SPECS, batches=BATCHES, seed=SEEDS, example_batch=st.integers(2, 5))
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int, example_batch: int) -> None:
+        module = rt.build_torch(spec, torch)
+        inputs = rt.example_inputs(spec, batches, seed)
+        example = _example(torch, module, spec, example_batch, seed + 1)
+        art = rt.export_artifact(trip.path("onnx"), "onnx", _onnx_writer(torch, module, example))
+        expected = rt.Expected([{"y": o["output_0"]} for o in _eager(module, inputs)], None,
+                               _onnx_signature(spec), tol=rt.model_tolerance(spec),
+                               scales=rt.magnitudes(spec, inputs, "torch"))
+        trip.check(art, inputs, expected, what=f"ONNX of {spec.describe()}")
+
+    prop()
+    trip.finish()
+
+
+@pytest.mark.claim("export.chain.torch-export-onnx")
+def test_torch_export_then_onnx_keeps_outputs(torch, tmp_path, dl_settings):
+    _require_onnx()
+    trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
+
+    @rt.examples(2)
+    @given(spec=ORT_SPECS, batches=BATCHES, seed=SEEDS)
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+        module = rt.build_torch(spec, torch)
+        inputs = rt.example_inputs(spec, batches, seed)
+        example = _example(torch, module, spec, 3, seed + 1)
+        program = torch.export.export(module, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+        saved = rt.export_artifact(trip.path("torch-export"), "torch-export", lambda p: torch.export.save(program, str(p)))
+        reloaded = rt.load(saved.path, "torch-export").program  # the chain continues from the file
+        art = rt.export_artifact(trip.path("onnx"), "onnx", lambda p: torch.onnx.export(
+            reloaded, (example,), str(p), input_names=["x"], output_names=["y"], verbose=False))
+        # The program's own symbol names the dynamic dimension here (Dim's name is not kept).
+        expected = rt.Expected([{"y": o["output_0"]} for o in _eager(module, inputs)], None,
+                               _onnx_signature(spec, batch=rt.DYNAMIC), tol=rt.model_tolerance(spec),
+                               scales=rt.magnitudes(spec, inputs, "torch"))
+        trip.check(art, inputs, expected, what=f"torch -> torch.export -> ONNX of {spec.describe()}")
+
+    prop()
+    trip.finish()
+
+
+# --------------------------------------------------------------------------- state_dict
+
+
+@pytest.mark.claim("export.state-dict.roundtrip")
+def test_state_dict_restores_parameters_buffers_and_outputs(torch, tmp_path, dl_settings):
+    trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
+
+    @rt.examples(6)
+    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS)
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+        module = rt.build_torch(spec, torch)
+        inputs = rt.example_inputs(spec, batches, seed)
+        state = rt.torch_state(module)
+        expected = rt.Expected(_eager(module, inputs), state, {"keys": sorted(state)})
+        art = rt.export_artifact(trip.path("state-dict"), "state-dict", lambda p: torch.save(module.state_dict(), str(p)))
+        trip.check(art, inputs, expected, what=f"state_dict of {spec.describe()}", spec=spec,
+                   device=rt.torch_device(module))
+
+    prop()
+    trip.finish()
+
+
+class _RunsOnLoad:
+    """A pickle whose loading calls a function: here a harmless mkdir, the stand-in for any code."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> Any:
+        import os
+
+        return (os.mkdir, (str(self.marker),))
+
+
+@pytest.mark.claim("export.state-dict.weights-only")
+def test_weights_only_load_refuses_modules_and_code(torch, tmp_path):
+    spec = rt.ModelSpec(4, (rt.Layer("dense", 5, "relu"), rt.Layer("batchnorm"), rt.Layer("dense", 2)), "float32", 3)
+    module = rt.build_torch(spec, torch)
+    torch.save(module, tmp_path / "module.pt")  # the whole pickled nn.Module
+    for kwargs in ({"weights_only": True}, {}):  # explicit, and the default since torch 2.6
+        with pytest.raises(pickle.UnpicklingError, match=r"Unsupported global: GLOBAL torch\.nn\.modules\.container\.Sequential"):
+            torch.load(tmp_path / "module.pt", **kwargs)
+    torch.save(module.state_dict(), tmp_path / "state.pt")
+    state = torch.load(tmp_path / "state.pt", weights_only=True)
+    rt.assert_same_state(rt.torch_state_from(state), rt.torch_state(module), what="state_dict loaded with weights_only=True")
+
+    marker = tmp_path / "code-ran"
+    torch.save({"weights": torch.ones(2), "payload": _RunsOnLoad(marker)}, tmp_path / "payload.pt")
+    with pytest.raises(pickle.UnpicklingError, match=r"(?i)unsupported global"):
+        torch.load(tmp_path / "payload.pt", weights_only=True)
+    assert not marker.exists(), "torch.load(weights_only=True) refused the file but the payload ran anyway"
+    torch.load(tmp_path / "payload.pt", weights_only=False)  # the control: the payload is live
+    assert marker.is_dir(), "the payload did not run with weights_only=False: the refusal above proves nothing"
