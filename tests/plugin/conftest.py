@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["pytester"]
+# pytester is enabled for the whole project in pyproject.toml (addopts = -p pytester).
 
 
 @pytest.fixture
