@@ -65,6 +65,8 @@ class Run:
     @classmethod
     def from_config(cls, config: pytest.Config) -> Run:
         run = cls(config, settings_from_config(config))
+        if run.workerinput is None:
+            _validate_input_files(config, run.settings)
         profiles.register()
         if not config.getoption("hypothesis_profile", None):
             profiles.load(run.settings.profile)
@@ -373,6 +375,22 @@ class Run:
 
             results.write_atomic(s.html, html.render(outcome.doc))
             outcome.messages.append(f"HTML matrix written to {s.html}")
+
+
+def _validate_input_files(config: pytest.Config, settings: opts.Settings) -> None:
+    """A baseline or known-divergences file that cannot be used stops the run before it starts."""
+    from . import compare, divergences
+
+    found = _divergences_path(config)
+    try:
+        if found is not None:
+            divergences.load(found[0])
+        if settings.baseline:
+            compare.load(settings.baseline, "baseline")
+    except divergences.DivergenceError as exc:
+        raise pytest.UsageError(f"{opts.flag(DIVERGENCES)} (from {found[1] if found else '?'}): {exc}") from None
+    except compare.UnusableReport as exc:
+        raise pytest.UsageError(f"{opts.flag(opts.BASELINE)} (from {settings.describe(opts.BASELINE)}): {exc}") from None
 
 
 def phase_verdict(report: pytest.TestReport, call: pytest.CallInfo[None]) -> str:
