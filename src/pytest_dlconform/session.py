@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import random
+import shlex
 import sys
 import zlib
 from dataclasses import dataclass, field
@@ -306,7 +307,7 @@ class Run:
         s = self.settings
         device = self._params(item).get("device")
         parts = [
-            "pytest", repr(item.nodeid), f"--dl-profile={s.profile}", f"--dl-seed={s.seed}",
+            f"cd {shlex.quote(str(item.config.rootpath))} &&", "pytest", shlex.quote(item.nodeid), f"--dl-profile={s.profile}", f"--dl-seed={s.seed}",
             f"--dl-framework={','.join(s.frameworks)}", f"--dl-replicas={s.replicas}",
         ]
         if device:

@@ -191,8 +191,8 @@ def test_the_broken_adapter_regresses_against_the_baseline(upgrade: dict[str, An
     assert failed["verdict"] == "violated"
     assert failed["reason"].startswith("pytest_dlconform.checks.numerics.ToleranceExceeded: w^T J of x*sin(x)")
     repro = failed["repro"].splitlines()
-    assert repro[0].startswith("pytest 'test_suite.py::test_vjp_is_w_times_the_jacobian[")
-    assert "' --dl-profile=ci --dl-seed=0 --dl-framework=torch" in repro[0]
+    assert repro[0].startswith(f"cd {upgrade['dir']} && pytest 'test_suite.py::test_vjp_is_w_times_the_jacobian[")
+    assert "]' --dl-profile=ci --dl-seed=0 --dl-framework=torch" in repro[0]
     assert repro[1] == "Falsifying example: test_vjp_is_w_times_the_jacobian("
     assert any(line.startswith("# replay exactly: add @reproduce_failure(") for line in repro)
     leftovers = [p.name for p in upgrade["dir"].iterdir() if p.name.startswith(".dlconform-")]
@@ -252,15 +252,17 @@ def test_known_divergences_in_run(plain: pytest.Pytester) -> None:
 
 
 def test_an_unusable_divergences_file_or_baseline_is_a_usage_error(plain: pytest.Pytester) -> None:
+    # Checked up front, before any test runs: a one-line usage error, exit 4, no traceback.
     plain.makefile(".toml", bad="[[divergence]]\nclaim = 'x'\n")
     result = run(plain, "--dl-divergences=bad.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["dlconform: --dl-divergences (from --dl-divergences): *bad.toml, entry 1: 'reason' is required*"])
+    result.stderr.fnmatch_lines(["ERROR: --dl-divergences (from --dl-divergences): *bad.toml, entry 1: 'reason' is required*"])
+    assert "passed" not in result.stdout.str()
     plain.makefile(".json", cut='{"schema": "pytest-dlconform/report", "schema_version": 1, "clai')
     result = run(plain, "--dl-baseline=cut.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["dlconform: --dl-baseline: baseline *cut.json: truncated JSON*"])
-    assert "Traceback" not in result.stdout.str()
+    result.stderr.fnmatch_lines(["ERROR: --dl-baseline (from --dl-baseline): baseline *cut.json: truncated JSON*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 def test_a_run_that_stopped_early_says_so_in_its_report(plain: pytest.Pytester) -> None:

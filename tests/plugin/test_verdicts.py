@@ -83,7 +83,7 @@ def test_failure_carries_a_reproduction_command(suite):
     result = suite.runpytest_subprocess("-k", "violated", "--dl-seed=5")
     result.stdout.fnmatch_lines([
         "*dlconform reproduction*",
-        "pytest 'test_verdicts.py::test_violated' --dl-profile=ci --dl-seed=5 *# test seed *",
+        "cd * && pytest test_verdicts.py::test_violated --dl-profile=ci --dl-seed=5 *# test seed *",
     ])
 
 
