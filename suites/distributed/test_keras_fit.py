@@ -1,0 +1,125 @@
+"""model.fit under a strategy: "the rest of the training code needs no change" (seed 000).
+
+distributed.keras.fit-equivalence: every global batch splits evenly, fit equals
+single-device fit. distributed.keras.fit-remainder: batches that do not split evenly are
+averaged per replica (Keras scales each replica's mean loss by 1/N), which equals
+single-device fit with per-row weights b/(N*b_r); and a first batch not divisible by N
+must not break fit. distributed.multiworker.keras-fit: fit under MultiWorkerMirrored.
+The oracle is ``fit`` of the same model under the default strategy in this process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_dlconform import distribution as dist
+from pytest_dlconform import evidence
+from pytest_dlconform.checks import reductions as oracle
+from pytest_dlconform.distribution import TrainCase, TrainResult
+from pytest_dlconform.frameworks import HarnessError
+
+from .cases import expensive, fit_case
+
+
+def _names(case: TrainCase) -> list[str]:
+    return [f"{kind} {i}" for i in range(len(case.widths) - 1) for kind in ("kernel", "bias")]
+
+
+def _row_weights(case: TrainCase, replicas: int) -> np.ndarray:
+    """Per-row weights that make single-device fit (mean loss per batch) match Keras's
+    per-replica means scaled by 1/N: b / (N * b_r) for a row of replica r in a batch of b."""
+    weights = []
+    for start in range(0, len(case.x), case.batch):
+        b = min(case.batch, len(case.x) - start)
+        weights.append(b * dist.sample_weights("default", oracle.split_sizes(b, replicas), b))
+    return np.concatenate(weights)
+
+
+def _check_fit(result: TrainResult, case: TrainCase, expected: TrainResult, what: str, device: str) -> None:
+    __tracebackhide__ = True
+    if "error" in result.info:
+        raise oracle.StepMismatch(f"{what}: model.fit raised {result.info['error']}")
+    if "error" in expected.info:
+        raise HarnessError(f"single-device fit (the oracle) raised {expected.info['error']}")
+    copies = [list(c) for c in zip(*result.info["replica_weights"])]
+    oracle.check_replicas_agree(copies, what=what, names=_names(case))
+    steps = -(-len(case.x) // case.batch)
+    tol = oracle.step_tolerance(case.dtype, layers=len(case.widths) - 1, steps=steps, batch=case.batch,
+                                device=device, framework="tensorflow")
+    oracle.check_weights(result.weights, expected.weights, tol, what=what, names=_names(case))
+
+
+def _describe(case: TrainCase) -> str:
+    return (f"fit(batch_size={case.batch}) on {len(case.x)} rows, widths {case.widths}, {case.activation}, "
+            f"{case.optimizer}(lr={case.lr}), {case.dtype}")
+
+
+@pytest.mark.claim("distributed.keras.fit-equivalence")
+@pytest.mark.dl_strategies("one-device", "mirrored", "tpu")
+@expensive(2)
+@given(data=st.data())
+def test_fit_under_the_strategy_equals_single_device_fit(tf, dl_strategy, dl_groups, data):
+    strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
+    n = strategy.num_replicas_in_sync
+    case = data.draw(fit_case(n, even=True), label="case")
+    result = dist.keras_fit(strategy, case)
+    expected = dist.keras_fit(tf.distribute.get_strategy(), case)
+    _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replica(s): {_describe(case)}",
+               dl_strategy.device)
+
+
+@pytest.mark.claim("distributed.keras.fit-remainder")
+@pytest.mark.dl_strategies("mirrored")
+@pytest.mark.min_devices(2)
+@expensive(2)
+@given(data=st.data())
+def test_partial_last_batch_is_averaged_per_replica(tf, dl_strategy, dl_groups, data):
+    strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
+    n = strategy.num_replicas_in_sync
+    case = data.draw(fit_case(n, even=False), label="case")
+    result = dist.keras_fit(strategy, case)
+    expected = dist.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
+    _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, uneven last batch: {_describe(case)}",
+               dl_strategy.device)
+
+
+@pytest.mark.claim("distributed.keras.fit-remainder")
+@pytest.mark.dl_strategies("mirrored")
+@pytest.mark.min_devices(2)
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_first_batch_not_divisible_by_the_replicas_trains(tf, dl_strategy, dl_groups, dl_seed, optimizer):
+    strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
+    n = strategy.num_replicas_in_sync
+    case = _seeded_case(dl_seed, batch=n + 1, rows=2 * (n + 1), optimizer=optimizer)
+    result = dist.keras_fit(strategy, case)
+    expected = dist.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
+    _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, global batch {n + 1}: {_describe(case)}",
+               dl_strategy.device)
+
+
+def _seeded_case(seed: int, *, batch: int, rows: int, optimizer: str) -> TrainCase:
+    rng = np.random.default_rng(seed)
+    widths = (3, 4, 2)
+    weights = []
+    for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+        weights += [rng.normal(size=(fan_in, fan_out)) / np.sqrt(fan_in), rng.normal(size=fan_out) * 0.1]
+    return TrainCase(widths, "tanh", tuple(weights), rng.uniform(-1, 1, (rows, 3)), rng.uniform(-1, 1, (rows, 2)),
+                     optimizer, 0.1, "float64", batch=batch)
+
+
+@pytest.mark.claim("distributed.multiworker.keras-fit")
+@pytest.mark.dl_strategies("multi-worker")
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_fit_under_multiworker_equals_single_device_fit(tf, dl_strategy, dl_groups, dl_timeout, dl_seed, optimizer):
+    group = dist.group_for(dl_groups, dl_strategy, dl_timeout)
+    n = group.world_size
+    case = _seeded_case(dl_seed, batch=2 * n, rows=4 * n, optimizer=optimizer)
+    per_rank = group.run(dist.mw_fit, [case], what="model.fit")
+    expected = dist.keras_fit(tf.distribute.get_strategy(), case)
+    for rank, (result,) in sorted(per_rank.items()):
+        _check_fit(result, case, expected, f"MultiWorkerMirrored worker {rank} of {n}: {_describe(case)}",
+                   dl_strategy.device)
+    evidence.note(workers=n)

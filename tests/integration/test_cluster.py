@@ -1,0 +1,410 @@
+"""The localhost launcher (pytest_dlconform.cluster) with real processes, torch and TensorFlow.
+
+A conformance run must never hang a CI job: a rank that exits, a peer that never joins
+and a collective that never completes each end the call within its deadline, with a
+message naming the rank that did not arrive, and no process of the group is left (checked
+through /proc and the ranks' process groups). The next group then works normally.
+Deadline bounds carry a generous margin: they fail only if the deadline is not enforced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_dlconform import cluster
+from pytest_dlconform import distribution as dist
+from pytest_dlconform.checks import reductions as oracle
+from pytest_dlconform.cluster import (
+    ClusterError,
+    GroupPool,
+    LocalGroup,
+    TaskError,
+    WorkerContext,
+)
+from pytest_dlconform.fresh import run_python
+
+MARGIN_S = 20.0  # what a loaded CI machine may add to a deadline before the error is raised
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------ programs run in the ranks
+
+
+def echo(ctx: WorkerContext, payload: Any) -> tuple[int, int, int, Any]:
+    return ctx.rank, ctx.world_size, os.getpid(), payload
+
+
+def remember(ctx: WorkerContext, value: Any) -> Any:
+    previous = ctx.state.get("value")
+    ctx.state["value"] = value
+    return previous
+
+
+def stall(ctx: WorkerContext, spec: dict[str, Any]) -> int:
+    """Rank spec["rank"] exits or sleeps before the barrier; the others arrive and wait."""
+    if ctx.rank == spec["rank"]:
+        if spec.get("exit") is not None:
+            os._exit(spec["exit"])
+        time.sleep(spec["sleep"])
+    ctx.arrive("barrier")
+    time.sleep(spec.get("others_sleep", 0))
+    return ctx.rank
+
+
+def fail_in(ctx: WorkerContext, spec: dict[str, Any]) -> int:
+    if ctx.rank in spec["ranks"]:
+        raise ValueError(f"planted error in rank {ctx.rank}")
+    time.sleep(spec.get("others_sleep", 0))
+    return ctx.rank
+
+
+def spawn_grandchild(ctx: WorkerContext, _: Any) -> int:
+    """A rank that starts a process of its own, which must die with the group."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"]).pid
+
+
+def late_torch_setup(ctx: WorkerContext, cfg: dict[str, Any]) -> Any:
+    """torch_setup, except that rank cfg["late"] never gets to init_process_group."""
+    if ctx.rank == cfg["late"]:
+        time.sleep(3600)
+    return dist.torch_setup(ctx, cfg)
+
+
+def late_multiworker_setup(ctx: WorkerContext, cfg: dict[str, Any]) -> Any:
+    if ctx.rank == cfg["late"]:
+        time.sleep(3600)
+    return dist.tf_multiworker_setup(ctx, cfg)
+
+
+def collective(ctx: WorkerContext, spec: dict[str, Any]) -> list[float]:
+    """all_reduce of ones; rank spec["absent"] exits (spec["exit"]) or sleeps instead."""
+    import torch
+    import torch.distributed as tdist
+
+    if ctx.rank == spec.get("absent"):
+        if spec.get("exit") is not None:
+            os._exit(spec["exit"])
+        time.sleep(3600)
+    x = torch.ones(2)
+    ctx.arrive("all_reduce")
+    tdist.all_reduce(x)
+    return x.tolist()
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _assert_gone(group: LocalGroup | ClusterError) -> None:
+    """No process of the group is left: none carries its token, no rank's session has members."""
+    left = cluster.survivors(group.token)
+    assert left == [], f"processes of the group survived: {left}"
+    members = {pid: cluster.group_members(pid) for pid in group.pids}
+    assert not any(members.values()), f"process groups of the ranks still have members: {members}"
+
+
+def _torch_group(world: int, *, setup: Any = dist.torch_setup, late: int | None = None, timeout: float = 60.0,
+                 collective_timeout: float = 300.0) -> LocalGroup:
+    iface = cluster.loopback_interface()
+    return LocalGroup.start(
+        f"test-torch-{world}", world, timeout=timeout,
+        env=lambda rank, _: {"CUDA_VISIBLE_DEVICES": "", "GLOO_SOCKET_IFNAME": iface, "OMP_NUM_THREADS": "1"},
+        setup=setup, setup_payload={"backend": "gloo", "timeout": collective_timeout, "init_method": None,
+                                    "threads": 1, "late": late},
+        teardown=dist.torch_teardown,
+    )
+
+
+@pytest.fixture
+def group() -> Any:
+    g = LocalGroup.start("test-plain", 3, timeout=30)
+    yield g
+    g.close()
+    _assert_gone(g)
+
+
+# ------------------------------------------------------------------ the launcher itself
+
+
+def test_a_program_runs_on_every_rank_and_state_persists(group):
+    out = group.run(echo, {"x": 1})
+    assert sorted(out) == [0, 1, 2]
+    assert [out[r][:2] for r in range(3)] == [(r, 3) for r in range(3)]
+    assert len({out[r][2] for r in range(3)}) == 3 and all(out[r][3] == {"x": 1} for r in range(3))
+    group.run(remember, "first")
+    assert group.run(remember, "second") == {0: "first", 1: "first", 2: "first"}
+    assert group.run(echo, None, ranks=[1]).keys() == {1}
+
+
+def test_a_rank_that_exits_fails_the_call_at_once_naming_it(group):
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"(?s)rank 2 \(pid \d+\) exited with code 7 .*last seen at 'start stall'.*ranks \[0, 1\] were killed") as err:
+        group.run(stall, {"rank": 2, "exit": 7, "others_sleep": 3600}, timeout=60)
+    assert time.monotonic() - start < MARGIN_S  # a death is noticed at once, not at the deadline
+    assert err.value.died == (2,) and not group.alive
+    _assert_gone(group)
+
+
+def test_a_rank_that_never_arrives_fails_within_the_deadline_naming_it(group):
+    deadline = 3.0
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"(?s)within its deadline \(3 s\): .*rank 1 \(pid \d+\) did not arrive at 'barrier'") as err:
+        group.run(stall, {"rank": 1, "sleep": 3600, "others_sleep": 3600}, timeout=deadline)
+    assert time.monotonic() - start < deadline + MARGIN_S
+    assert err.value.missing == (1,)
+    assert "rank 0" in str(err.value) and "waiting at 'barrier'" in str(err.value)
+    _assert_gone(group)
+
+
+def test_a_program_error_is_reported_and_the_group_lives_on(group):
+    with pytest.raises(TaskError, match=r"rank 1 raised ValueError: planted error in rank 1") as err:
+        group.run(fail_in, {"ranks": [1]})
+    assert [e.rank for e in err.value.errors] == [1] and "Traceback" in err.value.errors[0].traceback
+    assert group.alive and sorted(group.run(echo, None)) == [0, 1, 2]
+
+
+def test_an_error_while_the_others_wait_forever_ends_the_group():
+    g = LocalGroup.start("test-grace", 2, timeout=6)
+    with pytest.raises(ClusterError, match=r"rank 0 raised ValueError: planted error in rank 0"):
+        g.run(fail_in, {"ranks": [0], "others_sleep": 3600})
+    _assert_gone(g)
+
+
+def test_grandchildren_die_with_the_group():
+    g = LocalGroup.start("test-tree", 2, timeout=30)
+    pids = g.run(spawn_grandchild, None)
+    g.close()
+    assert set(cluster.survivors(g.token)).isdisjoint(pids.values()), "a grandchild outlived its group"
+    _assert_gone(g)
+
+
+def test_a_group_whose_start_cannot_finish_is_killed_within_the_deadline():
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"(?s)setup of test-start did not complete .*rank 1 .*did not arrive at 'barrier'") as err:
+        LocalGroup.start("test-start", 2, timeout=3, setup=stall, setup_payload={"rank": 1, "sleep": 3600, "others_sleep": 3600})
+    assert time.monotonic() - start < 3 + MARGIN_S
+    _assert_gone(err.value)
+
+
+def test_the_pool_restarts_a_group_that_died():
+    pool = GroupPool()
+    try:
+        first = pool.get("g", lambda: LocalGroup.start("test-pool", 2, timeout=30))
+        with pytest.raises(ClusterError):
+            first.run(stall, {"rank": 0, "exit": 1})
+        second = pool.get("g", lambda: LocalGroup.start("test-pool", 2, timeout=30))
+        assert second is not first and sorted(second.run(echo, None)) == [0, 1]
+    finally:
+        pool.close()
+    _assert_gone(first)
+    _assert_gone(second)
+
+
+def test_port_leases_of_two_processes_never_overlap():
+    code = (
+        "import json, sys, time\n"
+        "from pytest_dlconform.cluster import lease_ports\n"
+        "lease = lease_ports(20)\n"
+        "print(json.dumps(lease.ports), flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    other = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = set(json.loads(other.stdout.readline()))
+        mine = cluster.lease_ports(40)
+        assert theirs and not theirs & set(mine.ports), f"ports leased twice: {sorted(theirs & set(mine.ports))}"
+        assert len(set(mine.ports)) == 40 and all(a.startswith("127.0.0.1:") for a in mine.addresses())
+        mine.release()
+    finally:
+        other.communicate("\n", timeout=30)
+
+
+def test_outer_cluster_detection():
+    assert cluster.external_torch_env({}) is None
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    assert cluster.external_torch_env(env) == cluster.TorchEnv(3, 4, 1)
+    assert cluster.external_tf_config({}) is None
+    config = cluster.tf_config({"worker": ["a:1", "b:2"]}, "worker", 1)
+    assert cluster.external_tf_config({"TF_CONFIG": config})["task"] == {"type": "worker", "index": 1}
+    with pytest.raises(dist.HarnessError, match="not JSON"):
+        cluster.external_tf_config({"TF_CONFIG": "{"})
+
+
+def test_attached_group_runs_programs_in_this_process():
+    g = cluster.AttachedGroup("outer", rank=2, world_size=4, timeout=10)
+    assert g.local_ranks == (2,)
+    assert g.run(echo, "x") == {2: (2, 4, os.getpid(), "x")}
+    assert g.run(echo, "x", ranks=[0]) == {}
+
+
+# ------------------------------------------------------------------ torch process groups
+
+
+def test_torch_group_listens_on_loopback_only():
+    g = _torch_group(2)
+    try:
+        listening = cluster.listening_addresses(g.pids)
+        assert listening and all(addr == "127.0.0.1" for addr, _ in listening), f"ranks listen on {listening}"
+    finally:
+        g.close()
+    _assert_gone(g)
+
+
+def test_torch_peer_that_never_joins_init_process_group():
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"rank 1 \(pid \d+\) did not arrive at 'init_process_group'") as err:
+        _torch_group(2, setup=late_torch_setup, late=1, timeout=25)
+    assert time.monotonic() - start < 25 + MARGIN_S
+    assert err.value.missing == (1,)
+    _assert_gone(err.value)
+
+
+def test_torch_rank_that_dies_during_a_collective():
+    g = _torch_group(2)
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"rank 1 \(pid \d+\) exited with code 3"):
+        g.run(collective, {"absent": 1, "exit": 3}, timeout=60)
+    assert time.monotonic() - start < 60
+    _assert_gone(g)
+
+
+def test_torch_collective_that_never_completes():
+    g = _torch_group(2)  # torch's own collective timeout is 300 s here: the deadline must end it
+    with pytest.raises(ClusterError, match=r"(?s)rank 0 .*was waiting at 'all_reduce'.*rank 1 \(pid \d+\) did not arrive at 'all_reduce'|rank 1 \(pid \d+\) did not arrive at 'all_reduce'"):
+        g.run(collective, {"absent": 1}, timeout=5)
+    _assert_gone(g)
+    again = _torch_group(2)  # the next group runs normally
+    try:
+        assert again.run(collective, {}) == {0: [2.0, 2.0], 1: [2.0, 2.0]}
+    finally:
+        again.close()
+    _assert_gone(again)
+
+
+# ------------------------------------------------------------------ TensorFlow clusters
+
+
+def test_multiworker_missing_peer_is_bounded_and_named():
+    """MultiWorkerMirroredStrategy waits for its peers: a worker that never starts TensorFlow
+    keeps the others waiting; the start deadline ends it and names that worker."""
+    lease = cluster.lease_ports(2)
+    spec = {"worker": lease.addresses()}
+    lease.release()
+    deadline = 60.0  # TensorFlow's import alone takes 5-20 s on a loaded 2-core machine
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"rank 1 \(pid \d+\) did not arrive at 'MultiWorkerMirroredStrategy\(\)'") as err:
+        LocalGroup.start("test-mw", 2, timeout=deadline,
+                         env=lambda rank, _: {"TF_CONFIG": cluster.tf_config(spec, "worker", rank), "CUDA_VISIBLE_DEVICES": ""},
+                         setup=late_multiworker_setup, setup_payload={"timeout": 600, "threads": 1, "late": 1})
+    assert time.monotonic() - start < deadline + MARGIN_S
+    assert err.value.missing == (1,)
+    _assert_gone(err.value)
+
+
+# ------------------------------------------------------------------ inside an outer cluster
+
+
+@pytest.mark.skipif(not (Path(sys.executable).parent / "torchrun").exists(), reason="torchrun is not installed")
+def test_suites_attach_to_a_torchrun_group():
+    """Started by torchrun, the torch suites use its group (env://) instead of launching one."""
+    torchrun = Path(sys.executable).parent / "torchrun"
+    cmd = [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "pytest", "suites/distributed", "-q",
+           "-p", "no:cacheprovider", "-p", "no:xdist", "-W", "ignore::DeprecationWarning",
+           "--dl-claims", "distributed.torch.*", "--dl-device", "cpu", "--dl-profile", "quick"]
+    env = {k: v for k, v in os.environ.items() if k not in cluster.OUTER_CLUSTER_VARS}
+    proc = subprocess.run(cmd, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, start_new_session=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # Both ranks ran every torch claim, and all held.
+    assert proc.stdout.count("claims: 4 holds, 0 violated, 0 not applicable, 0 error") == 2, proc.stdout[-3000:]
+
+
+def test_suites_attach_to_a_tf_config_cluster():
+    """Every host of a TF_CONFIG cluster runs pytest; the multi-worker suites use that cluster."""
+    lease = cluster.lease_ports(2)
+    spec = {"worker": lease.addresses()}
+    lease.release()
+    base = {k: v for k, v in os.environ.items() if k not in cluster.OUTER_CLUSTER_VARS}
+    cmd = [sys.executable, "-m", "pytest", "suites/distributed", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+           "-W", "ignore::DeprecationWarning", "--dl-strategy", "multi-worker", "--dl-device", "cpu",
+           "--dl-claims", "distributed.multiworker.equivalence,distributed.mirrored.reduce", "--dl-profile", "quick"]
+    procs = [subprocess.Popen(cmd, cwd=REPO, env={**base, "TF_CONFIG": cluster.tf_config(spec, "worker", i)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+             for i in range(2)]
+    try:
+        outputs = [p.communicate(timeout=400)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+    for p, out in zip(procs, outputs):
+        assert p.returncode == 0, out[-4000:]
+        assert "claims: 2 holds, 0 violated, 0 not applicable, 0 error" in out, out[-4000:]
+
+
+# ------------------------------------------------------------------ the step oracle against wrong data parallelism
+
+
+def _small_case(**extra: Any) -> dist.TrainCase:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    weights = (rng.normal(size=(3, 4)) / 2, rng.normal(size=4) * 0.1, rng.normal(size=(4, 2)) / 2, rng.normal(size=2) * 0.1)
+    return dist.TrainCase((3, 4, 2), "tanh", weights, rng.uniform(-1, 1, (8, 3)), rng.uniform(-1, 1, (8, 2)),
+                          "adam", 0.1, "float64", **extra)
+
+
+def test_step_oracle_fails_ranks_that_do_not_synchronise_gradients():
+    """Each rank training alone on its shard (no DDP) must fail both checks; DDP passes them."""
+    case = _small_case(rank_batch=2)
+    g = _torch_group(2)
+    try:
+        alone = g.run(dist.torch_train_cases, {"wrap": "none", "cases": [case]})
+        ddp = g.run(dist.torch_train_cases, {"wrap": "ddp", "cases": [case]})
+    finally:
+        g.close()
+    expected = dist.torch_single_process_steps(case, dist.sampler_batches(case, 2))
+    tol = oracle.step_tolerance("float64", layers=2, steps=2, batch=4)
+    with pytest.raises(oracle.ReplicaMismatch, match="replica 1's tensor 0 differs"):
+        oracle.check_replicas_agree([alone[0][0].weights, alone[1][0].weights], what="unsynchronised ranks")
+    with pytest.raises(oracle.StepMismatch, match=r"rank 0: weight 0 max\|distributed - single device\|"):
+        oracle.check_weights(alone[0][0].weights, expected, tol, what="rank 0")
+    oracle.check_replicas_agree([ddp[0][0].weights, ddp[1][0].weights], what="DDP ranks")
+    oracle.check_weights(ddp[0][0].weights, expected, tol, what="DDP rank 0")
+
+
+def test_step_oracle_fails_a_custom_loop_that_averages_per_replica():
+    """reduce_mean inside strategy.run (instead of compute_average_loss) sums N replica
+    means: N times the step. The oracle must fail it and pass the documented loop."""
+    code = """
+from dataclasses import replace
+from pytest_dlconform.frameworks import adapter
+adapter("tensorflow").configure(threads=1, logical_cpus=2)
+from pytest_dlconform import distribution as D
+from pytest_dlconform.checks import reductions as R
+import numpy as np
+rng = np.random.default_rng(7)
+weights = (rng.normal(size=(3, 4)) / 2, rng.normal(size=4) * 0.1, rng.normal(size=(4, 2)) / 2, rng.normal(size=2) * 0.1)
+case = D.TrainCase((3, 4, 2), "tanh", weights, rng.uniform(-1, 1, (8, 3)), rng.uniform(-1, 1, (8, 2)), "sgd", 0.1,
+                   "float64", batch=4)
+strategy = D.mirrored_strategy(["/CPU:0", "/CPU:1"])
+found = {}
+for scaling in ("global", "local-mean"):
+    result = D.tf_custom_loop(strategy, replace(case, loss_scaling=scaling))
+    expected = D.tf_single_device_steps(replace(case, loss_scaling="global"), result.batches)
+    try:
+        R.check_weights(result.weights, expected, R.step_tolerance("float64", layers=2, steps=2, batch=4), what=scaling)
+        found[scaling] = None
+    except R.StepMismatch as exc:
+        found[scaling] = str(exc)
+emit(found)
+"""
+    found = run_python(code, timeout=300, env={"CUDA_VISIBLE_DEVICES": ""}, what="custom-loop meta-test")
+    assert found["global"] is None, found["global"]
+    assert found["local-mean"] and "but should be <=" in found["local-mean"], found
