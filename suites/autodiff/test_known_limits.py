@@ -21,8 +21,11 @@ from pytest_dlconform.checks.numerics import assert_close, tolerance
 
 
 @pytest.mark.claim("autodiff.gradient.float64-backward")
-@given(x=st.lists(st.floats(-2.9, 2.9, allow_nan=False), min_size=1, max_size=8).map(np.array))
-def test_torch_hardsigmoid_float64_gradient(torch, x):
+# Magnitudes from 0.1: the oracle steps relative to each element, and a lone element of
+# 1e-19 would make its finite differences drown in rounding (inconclusive, not a verdict).
+@given(x=st.lists(st.floats(0.1, 2.9), min_size=1, max_size=8).map(np.array), sign=st.sampled_from([1.0, -1.0]))
+def test_torch_hardsigmoid_float64_gradient(torch, x, sign):
+    x = sign * x
     # hardsigmoid(x) = x/6 + 1/2 on (-3, 3): its derivative there is exactly 1/6.
     f = lambda xs: torch.nn.functional.hardsigmoid(torch.tensor(xs[0])).numpy()  # noqa: E731
 
