@@ -55,6 +55,11 @@ def _divergences(pytest_args: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        # Everything after "run" belongs to pytest, options included (argparse's REMAINDER
+        # refuses a leading "-n 2").
+        return _run(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "claims":
         from . import ledger
@@ -66,9 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(args)
     if args.command == "html":
         return _html(args)
+    return _run(args.pytest_args)
+
+
+def _run(pytest_args: Sequence[str]) -> int:
     import pytest
 
-    return int(pytest.main(["--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider", *_divergences(args.pytest_args), *args.pytest_args]))
+    return int(pytest.main(["--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider", *_divergences(pytest_args), *pytest_args]))
 
 
 def _compare(args: argparse.Namespace) -> int:

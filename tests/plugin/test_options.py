@@ -122,3 +122,15 @@ def test_console_script_lists_claims():
         capture_output=True, text=True, check=True,
     ).stdout
     assert "autodiff.gradient.seed-example" in out and "autodiff.tape.watch" not in out
+
+
+def test_dlconform_run_passes_every_argument_to_pytest(tmp_path):
+    import subprocess
+
+    # Options right after "run" (as in the README's first command) reach pytest untouched.
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest_dlconform.cli", "run", "-n", "0", "--co", "-q", "--dl-claims=autodiff.tape.watch"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "test_tape.py::test_constants_need_watch_trainable_variables_do_not[cpu]" in out.stdout
