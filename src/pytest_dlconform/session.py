@@ -62,6 +62,11 @@ class Run:
         self.collector = results.Collector()
         self.workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         self.inventory_text, self.kinds, self.threads = self._devices()
+        # Read once: each call scans installed distributions' metadata, and collection
+        # would otherwise repeat it for every test function and item.
+        self.installed = opts.installed_frameworks()
+        # TensorFlow's logical CPU devices: one per replica when the run covers the CPU.
+        self.logical_cpus = self.settings.replicas if "cpu" in self.kinds else 1
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Run:
@@ -103,9 +108,8 @@ class Run:
         }
 
     def configure_frameworks(self) -> None:
-        logical = self.settings.replicas if "cpu" in self.kinds else 1
         for fw in self.settings.frameworks:
-            adapter(fw).configure(threads=self.threads, logical_cpus=logical)
+            adapter(fw).configure(threads=self.threads, logical_cpus=self.logical_cpus)
 
     def header_lines(self) -> list[str]:
         s = self.settings
@@ -124,7 +128,7 @@ class Run:
     def _frameworks_for(self, claim_id: str | None) -> list[str]:
         claim = registry.get(claim_id) if claim_id else None
         candidates = claim.frameworks if claim else opts.FRAMEWORK_CHOICES
-        installed = opts.installed_frameworks()
+        installed = self.installed
         # Installed but not asked for: leave out. Not installed: keep, reported "not applicable".
         return [fw for fw in candidates if fw in self.settings.frameworks or fw not in installed]
 
@@ -196,7 +200,7 @@ class Run:
         return params
 
     def _unselected_framework(self, item: pytest.Item) -> bool:
-        installed = opts.installed_frameworks()
+        installed = self.installed
         for name, fw in FIXTURE_FRAMEWORK.items():
             if name in item.fixturenames and fw in installed and fw not in self.settings.frameworks:
                 return True
@@ -228,14 +232,14 @@ class Run:
     # ------------------------------------------------------------ fixtures
 
     def framework_fixture(self, name: str) -> Any:
-        installed = opts.installed_frameworks()
+        installed = self.installed
         if name not in installed:
             pytest.skip(
                 f"{results.NOT_APPLICABLE_PREFIX}{name} is not installed: "
                 f"{opts.FRAMEWORK_INSTALL_HINT[name]}"
             )
         ad = adapter(name)
-        ad.configure(threads=self.threads, logical_cpus=self.settings.replicas if "cpu" in self.kinds else 1)
+        ad.configure(threads=self.threads, logical_cpus=self.logical_cpus)
         return ad
 
     def strategy_fixture(self, param: tuple[str, str], device: str) -> Any:
