@@ -523,6 +523,7 @@ def check_jvp_vjp_consistency(
     rtol: float | None = None,
     pairs: int = 3,
     names: Sequence[str] | None = None,
+    derivative_error: float = 0.0,
 ) -> ConsistencyResult:
     """Check ``v . jvp(xs, u) == vjp(xs, v) . u`` for ``pairs`` random pairs (u, v).
 
@@ -531,6 +532,13 @@ def check_jvp_vjp_consistency(
     rtol, then ``|v.(Ju) - v.(Ju)'| <= rtol*||v||*||Ju||`` and likewise
     ``rtol*||J^T v * s||*||u / s||`` for the reverse side (norms in element units, as in
     :func:`check_vjp`); the allowed difference is the sum of the two bounds.
+
+    That bound is relative to the derivative and collapses where J u is zero or cancels
+    (softmax followed by a sum over its axis: J = 0 exactly, forward mode returns 1e-17).
+    ``derivative_error`` is the absolute floor from the rounding of the derivative's own
+    computation, ``B`` with ``|error of v.(J u)| <= B * ||v||_1 * ||u||_inf`` in either mode
+    (e.g. ``Program.derivative_error_bound``); both modes may err by it, so the floor added
+    to the allowed difference is ``2 * B * ||v||_1 * ||u||_inf``.
     """
     __tracebackhide__ = True
     inputs = _as_inputs(xs)
@@ -539,7 +547,8 @@ def check_jvp_vjp_consistency(
     rng = np.random.default_rng(seed)
     s = [_element_scales(x) for x in inputs]
     shape = tuple(int(n) for n in out_shape)
-    rows = [_pair(jvp, vjp, inputs, s, shape, rng, labels, tol) for _ in range(max(1, int(pairs)))]
+    floor = max(0.0, float(derivative_error))
+    rows = [_pair(jvp, vjp, inputs, s, shape, rng, labels, tol, floor) for _ in range(max(1, int(pairs)))]
     worst_i = max(range(len(rows)), key=lambda i: rows[i]["ratio"])
     worst = {"pair": worst_i, **rows[worst_i]}
     if worst["error"] > worst["allowed"]:
@@ -556,6 +565,7 @@ def _pair(
     rng: np.random.Generator,
     labels: list[str],
     rtol: float,
+    derivative_error: float = 0.0,
 ) -> dict[str, float]:
     __tracebackhide__ = True
     z = [rng.standard_normal(x.shape) for x in xs]
@@ -569,10 +579,13 @@ def _pair(
     bound_f = float(np.linalg.norm(v) * np.linalg.norm(ju))
     bound_r = math.sqrt(sum(float(np.sum((g * sj) ** 2)) for g, sj in zip(gv, s)))
     bound_r *= math.sqrt(sum(float(np.sum(zj**2)) for zj in z))
-    allowed = rtol * (bound_f + bound_r)
+    u_max = max((float(np.max(np.abs(sj * zj))) for sj, zj in zip(s, z) if zj.size), default=0.0)
+    floor = 2.0 * derivative_error * float(np.sum(np.abs(v))) * u_max
+    allowed = rtol * (bound_f + bound_r) + floor
     error = abs(forward - reverse)
     ratio = error / allowed if allowed > 0 else (0.0 if error == 0 else math.inf)
-    return {"forward": forward, "reverse": reverse, "error": error, "allowed": allowed, "ratio": ratio}
+    return {"forward": forward, "reverse": reverse, "error": error, "allowed": allowed, "ratio": ratio,
+            "relative_part": rtol * (bound_f + bound_r), "rounding_floor": floor}
 
 
 def _consistency_message(worst: dict[str, Any], pairs: int, seed: int) -> str:
@@ -588,6 +601,7 @@ def _consistency_message(worst: dict[str, Any], pairs: int, seed: int) -> str:
     return (
         f"v.(J u)={fwd:.9g} from forward mode (jvp), but should equal (J^T v).u={rev:.9g} from "
         f"reverse mode (vjp) for random u, v (pair {worst['pair']} of {pairs}): difference "
-        f"{worst['error']:.3g} is {worst['ratio']:.3g}x the allowed {worst['allowed']:.3g}. "
+        f"{worst['error']:.3g} is {worst['ratio']:.3g}x the allowed {worst['allowed']:.3g} "
+        f"(rtol part {worst['relative_part']:.3g} + rounding floor {worst['rounding_floor']:.3g}). "
         f"Hint: {hint} Reproduce with seed={seed}."
     )

@@ -1,14 +1,35 @@
-"""Tolerance policy and normwise comparisons.
+"""Tolerance policy and normwise comparisons: the project's one error model.
 
 A tolerance comes from the dtype and the operation, never from what made a test green.
-For a computation of ``ops`` chained elementary operations and reductions over at most
-``reduction`` terms, the classic forward-error bound (Higham, *Accuracy and Stability of
-Numerical Algorithms*, ch. 3: gamma_n = n*u/(1-n*u)) gives a normwise relative error of
-order ``(ops + reduction) * u`` with ``u`` the dtype's unit round-off. We allow a factor
-:data:`CONDITION` on top for the conditioning of smooth elementwise functions in the
-generated programs (tanh, exp, logsumexp near saturation amplify relative error by a
-small constant), and compare normwise: ``max|a - b| <= rtol * max|b|``, which is
-scale-aware and does not blow up on entries that happen to be near zero.
+(docs/tolerances.md lists every check and what its bound is made of; this docstring is
+the model they all share.)
+
+Relative part. For a computation of ``ops`` chained elementary operations and reductions
+over at most ``reduction`` terms, the classic forward-error bound (Higham, *Accuracy and
+Stability of Numerical Algorithms*, ch. 3: gamma_n = n*u/(1-n*u)) gives a normwise
+relative error of order ``(ops + reduction) * u`` with ``u`` the dtype's unit round-off.
+We allow a factor :data:`CONDITION` on top for the conditioning of smooth elementwise
+functions in the generated programs (tanh, exp, logsumexp near saturation amplify
+relative error by a small constant), and compare normwise: ``max|a - b| <= rtol * max|b|``,
+which is scale-aware and does not blow up on entries that happen to be near zero.
+
+Absolute part (the magnitude of the intermediates). The bound above is relative to the
+*result*. It is only valid when the result is not much smaller than the quantities it
+was computed from: Higham's bound for a sum is ``gamma_n * sum|terms|``, not
+``gamma_n * |sum|``. Where the result can cancel (``1 - tanh(x)**2`` at |x| ~ 3, a
+polynomial near a root, ``x*cos(x) + sin(x)``) or is exactly zero while its computation
+is not (a softmax summed over its axis: identically 1, derivative identically 0, computed
+from terms of size 1), the rounding error is set by the magnitude ``M`` of the
+intermediates. :func:`tolerance` takes ``magnitude=M`` and adds the absolute floor
+``atol = rtol * M``: the same rounding model applied to the size of what was actually
+rounded. :func:`assert_close` accepts ``max|a - b| <= rtol * max|b| + atol``. A caller
+with its own absolute bound (``Program.derivative_error_bound``) passes ``atol=`` directly.
+A bound therefore never collapses to zero or to the size of a cancelled result, while a
+wrong result that is wrong by more than the rounding of its own intermediates still fails.
+
+Scale factors. A factor such as dropout's ``1/(1-p)`` is itself a rounded number: count
+the roundings of the factor (``1 - p`` in float64, its rounding to the tensor dtype, the
+division) as well as the multiply (checks/stats.py, :func:`~.stats.dropout_scale_bound`).
 """
 
 from __future__ import annotations
@@ -38,28 +59,43 @@ class ToleranceExceeded(AssertionError):
 
 @dataclass(frozen=True)
 class Tolerance:
+    """``|a - b| <= rtol * max|b| + atol``; ``why`` states what each part is made of."""
+
     rtol: float
     why: str
+    atol: float = 0.0
 
     def as_evidence(self) -> dict[str, Any]:
-        return {"rtol": self.rtol, "tolerance_basis": self.why}
+        return {"rtol": self.rtol, "atol": self.atol, "tolerance_basis": self.why}
+
+    def with_floor(self, atol: float, why: str) -> Tolerance:
+        """This tolerance plus an absolute floor ``atol`` (errors add), with its derivation."""
+        return Tolerance(self.rtol, f"{self.why} + atol {atol:.3g} [{why}]", self.atol + atol)
 
 
 def tolerance(dtype: str, *, ops: int = 1, reduction: int = 1, device: str = "cpu",
-              framework: str | None = None, matmul: bool = False) -> Tolerance:
-    """Normwise relative tolerance for comparing a ``dtype`` result with an exact-ish reference."""
+              framework: str | None = None, matmul: bool = False, magnitude: float = 0.0) -> Tolerance:
+    """Normwise tolerance for comparing a ``dtype`` result with an exact-ish reference.
+
+    ``magnitude``: the largest intermediate the result is computed from (the sum of the
+    absolute values of the terms that cancel); it adds the absolute floor rtol * magnitude
+    (see the module docstring). Leave it 0 only where the result cannot cancel.
+    """
     u = UNIT_ROUNDOFF[dtype]
     basis = f"u({dtype})={u:.3g}"
     if dtype == "float32" and matmul and device != "cpu" and framework == "tensorflow":
         u, basis = TF32_ROUNDOFF, f"u(tf32)={TF32_ROUNDOFF:.3g} (TensorFlow's default TF32 matmul on GPU)"
     n = max(1, ops) + max(1, reduction)
     rtol = CONDITION * n * u
-    return Tolerance(rtol, f"{CONDITION:g} * (ops {ops} + reduction {reduction}) * {basis}")
+    tol = Tolerance(rtol, f"{CONDITION:g} * (ops {ops} + reduction {reduction}) * {basis}")
+    if magnitude > 0:
+        tol = tol.with_floor(rtol * magnitude, f"rtol * magnitude of the intermediates {magnitude:.3g}")
+    return tol
 
 
 def combined(a: Tolerance, b: Tolerance) -> Tolerance:
     """Two independently rounded results compared with each other: errors add."""
-    return Tolerance(a.rtol + b.rtol, f"({a.why}) + ({b.why})")
+    return Tolerance(a.rtol + b.rtol, f"({a.why}) + ({b.why})", a.atol + b.atol)
 
 
 def normwise_error(actual: Any, expected: Any) -> tuple[float, float]:
@@ -75,15 +111,23 @@ def normwise_error(actual: Any, expected: Any) -> tuple[float, float]:
 
 
 def assert_close(actual: Any, expected: Any, tol: Tolerance, *, what: str, name: str | None = None) -> float:
-    """Normwise comparison; records evidence; returns the relative error."""
+    """Normwise comparison ``max|a - e| <= rtol * max|e| + atol``; records evidence.
+
+    Returns the relative error against the effective scale ``max|e| + atol / rtol`` (the
+    result's size or the intermediates', whichever the bound is made of), which is
+    ``<= rtol`` exactly when the comparison passes.
+    """
     __tracebackhide__ = True
     err, scale = normwise_error(actual, expected)
-    rel = err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
-    evidence.check(name or what, observed=rel, tolerance=tol.rtol, basis=tol.why)
+    floor = tol.atol / tol.rtol if tol.rtol > 0 and tol.atol > 0 else 0.0
+    effective = scale + floor
+    rel = err / effective if effective > 0 else (0.0 if err == 0 else float("inf"))
+    evidence.check(name or what, observed=rel, tolerance=tol.rtol, basis=tol.why, atol=tol.atol, scale=scale)
     if not rel <= tol.rtol:
+        floor_text = f" + atol {tol.atol:.3e}" if tol.atol > 0 else ""
         raise ToleranceExceeded(
-            f"{what}: max|actual - expected| / max|expected| = {rel:.3e}, but should be <= {tol.rtol:.3e} "
-            f"[{tol.why}]; max abs error {err:.3e} at scale {scale:.3e}"
+            f"{what}: max|actual - expected| = {err:.3e}, but should be <= rtol {tol.rtol:.3e} * max|expected| "
+            f"{scale:.3e}{floor_text} [{tol.why}] (relative to the effective scale {effective:.3e}: {rel:.3e})"
         )
     return rel
 
