@@ -59,7 +59,8 @@ def test_torch_dropout_gradient_uses_the_same_mask(torch, dl_seed, case):
     y = torch.nn.functional.dropout(xt, p, training=True)
     (grad,) = torch.autograd.grad(y.sum(), xt)
     # y = x * g elementwise with g the scaled mask: y / x recovers the mask exactly where
-    # dropped (0) and within two roundings of 1/(1-p) where kept, as does the gradient.
+    # dropped (0) and within the rounding of the scale 1/(1-p) and of the product where kept
+    # (stats.dropout_scale_bound), as does the gradient.
     kept = host(y) != 0
     assert_equal(host(grad) == 0, ~kept, what="gradient zero exactly where the output was dropped")
     check_dropout(np.ones_like(x), [host(grad)], p, roundoff=UNIT_ROUNDOFF["float64"], what="torch dropout gradient")

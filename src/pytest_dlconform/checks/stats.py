@@ -41,6 +41,7 @@ __all__ = [
     "check_dropout",
     "dropout_elements",
     "assert_scaled",
+    "dropout_scale_bound",
 ]
 
 # Hoeffding: P(|K - np| >= t) <= 2 exp(-2 t^2 / n); the window leaves out at most this much.
@@ -160,22 +161,47 @@ def assert_frequencies(counts: Sequence[int], probs: Sequence[float], *, alpha: 
         assert_binomial(int(c), total, float(q), alpha=alpha / k, what=f"{what}: category {i}")
 
 
-def assert_scaled(x: np.ndarray, y: np.ndarray, factor: float, *, roundoff: float, roundings: int, what: str) -> float:
-    """``y == x * factor`` up to ``roundings`` roundings of relative size ``roundoff`` each.
+# float64's unit round-off: the scale factor 1/(1-p) starts from a Python float.
+_U64 = 2.0**-53
+
+
+def dropout_scale_bound(roundoff: float) -> tuple[float, str]:
+    """Relative error bound of a kept dropout value against ``x / (1 - p)``, and its basis.
+
+    The factor is a rounded number before it multiplies: implementations compute ``1 - p``
+    in float64 (exact for p >= 1/2 by Sterbenz's lemma, one rounding ``u64`` otherwise),
+    round it or its reciprocal to the tensor's dtype (torch: ``noise.div_(1 - p)`` on a
+    float32 mask rounds the divisor to float32, then divides; tf.nn.dropout: ``1 / (1 - p)``
+    in float64, rounded to the tensor dtype), divide once (a rounding in the tensor dtype
+    or in float64), and multiply (one rounding). With ``|d| <= u`` each, the worst case is
+    ``x * (1 + d_mul) * (1 + d_div) / (1 + d_cast)`` and two float64 roundings:
+    ``(1 + u)**2 / (1 - u) * (1 + u64)**2 - 1``, i.e. three roundings of ``u`` (one of a
+    divisor), not two: float32 inputs of 1.38 with p = 0.309 show 1.1u.
+    """
+    bound = (1.0 + roundoff) ** 2 / (1.0 - roundoff) * (1.0 + _U64) ** 2 - 1.0
+    return bound, f"(1+u)^2/(1-u)*(1+u64)^2 - 1 with u={roundoff:.3g}: 1-p in float64, its rounding to the dtype, the division, the multiply"
+
+
+def assert_scaled(x: np.ndarray, y: np.ndarray, factor: float, *, roundoff: float, roundings: int, what: str,
+                  bound: float | None = None, basis: str = "") -> float:
+    """``y == x * factor`` up to ``roundings`` roundings of relative size ``roundoff`` each,
+    or up to the relative ``bound`` a caller derived (``basis`` says from what).
 
     Returns the worst relative error in units of ``roundoff``."""
     __tracebackhide__ = True
     xs, ys = np.asarray(x, np.float64), np.asarray(y, np.float64)
     exact = xs * factor
-    bound = (1.0 + roundoff) ** roundings - 1.0
+    if bound is None:
+        bound = (1.0 + roundoff) ** roundings - 1.0
+        basis = basis or f"{roundings} rounding(s) of u={roundoff:.3g}"
     rel = np.abs(ys - exact) / np.maximum(np.abs(exact), np.finfo(np.float64).tiny)
     worst = float(rel.max(initial=0.0))
-    evidence.check(what, observed=worst, tolerance=bound, factor=factor, roundings=roundings)
+    evidence.check(what, observed=worst, tolerance=bound, factor=factor, roundings=roundings, basis=basis)
     if not worst <= bound:
         i = int(np.argmax(rel))
         raise StatisticalViolation(
             f"{what}: kept value {float(ys.flat[i])!r} for input {float(xs.flat[i])!r}, but should be input * {factor:.9g} = "
-            f"{float(exact.flat[i])!r} up to {roundings} rounding(s) (relative error {worst:.3e} > {bound:.3e}; "
+            f"{float(exact.flat[i])!r} up to its rounding (relative error {worst:.3e} > {bound:.3e} [{basis}]; "
             f"observed scale {ys.flat[i] / xs.flat[i]:.9g})"
         )
     return worst / roundoff
@@ -229,8 +255,8 @@ def check_dropout(x: np.ndarray, outputs: Sequence[np.ndarray], p: float, *, rou
     each call zeroes Binomial(m, p) of its m mask elements; disjoint neighbouring pairs are
     both dropped Binomial(m/2, p^2) times (independence within a call, which a mask that
     drops a block or a stripe fails); two calls drop the same element Binomial(m, p^2) times
-    (a fresh mask per call); kept elements equal x / (1 - p) up to two roundings (the
-    rounded scale and the product).
+    (a fresh mask per call); kept elements equal x / (1 - p) up to the rounding of the
+    scale factor itself and of the product (:func:`dropout_scale_bound`).
     """
     __tracebackhide__ = True
     xs = np.asarray(x)
@@ -251,10 +277,12 @@ def check_dropout(x: np.ndarray, outputs: Sequence[np.ndarray], p: float, *, rou
                                          what=f"{what}: elements dropped in both call 0 and call {i}"))
     worst = 0.0
     if p < 1.0:
+        bound, basis = dropout_scale_bound(roundoff)
         for y in outputs:
             kept = np.asarray(y) != 0
             worst = max(worst, assert_scaled(xs[kept], np.asarray(y)[kept], 1.0 / (1.0 - p), roundoff=roundoff,
-                                             roundings=2, what=f"{what}: kept values scaled by 1/(1-p)"))
+                                             roundings=3, bound=bound, basis=basis,
+                                             what=f"{what}: kept values scaled by 1/(1-p)"))
     shifted = [q for q in (p * 0.98, p * 1.02) if 0.0 < q < 1.0]
     power = 1.0 - max((miss_probability(intervals[0], q) for q in shifted), default=0.0)
     report = DropoutReport(p, m, float(masks[0].mean()), intervals, power, worst)
