@@ -5,6 +5,8 @@
     dlconform run [PYTEST ARGS]          run the shipped suites (pytest --pyargs pytest_dlconform.suites)
     dlconform compare OLD.json NEW.json  upgrade check: exit 1 on a regressed claim, 2 on unusable input
     dlconform html REPORT.json OUT.html  render a JSON report as the HTML matrix
+    dlconform soak [--quick N] [--explore M] [--out DIR] [-- PYTEST ARGS]
+                                         run the suites N+M times with random seeds (soak.py)
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Everything after "run" belongs to pytest, options included (argparse's REMAINDER
         # refuses a leading "-n 2").
         return _run(argv[1:])
+    if argv[:1] == ["soak"]:
+        from . import soak
+
+        return soak.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "claims":
         from . import ledger

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, settings
 
 PREFIX = "dlconform-"
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+THOROUGH_EXAMPLES = 200
 
 
 def register() -> None:
@@ -22,7 +23,14 @@ def register() -> None:
     )
     # thorough: nightly and upgrade checks.
     settings.register_profile(
-        PREFIX + "thorough", max_examples=200, deadline=None, database=None, derandomize=True,
+        PREFIX + "thorough", max_examples=THOROUGH_EXAMPLES, deadline=None, database=None, derandomize=True,
+        print_blob=True, suppress_health_check=_SLOW_OK,
+    )
+    # explore: the thorough budget, randomized (the nightly soak, python -m pytest_dlconform.soak):
+    # --hypothesis-seed picks the examples (derandomize would ignore it), so each run explores
+    # new inputs and a flawed tolerance cannot hide behind one fixed draw.
+    settings.register_profile(
+        PREFIX + "explore", max_examples=THOROUGH_EXAMPLES, deadline=None, database=None, derandomize=False,
         print_blob=True, suppress_health_check=_SLOW_OK,
     )
 

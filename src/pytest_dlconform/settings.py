@@ -42,7 +42,7 @@ STRATEGY_CHOICES = {
     "torch": ("single", "ddp", "fsdp"),
 }
 ALL_STRATEGIES = tuple(s for names in STRATEGY_CHOICES.values() for s in names)
-PROFILE_CHOICES = ("quick", "ci", "thorough")
+PROFILE_CHOICES = ("quick", "ci", "thorough", "explore")
 
 
 def flag(name: str) -> str:
@@ -64,7 +64,7 @@ HELP = {
     f"TensorFlow: {', '.join(STRATEGY_CHOICES['tensorflow'])}; torch: {', '.join(STRATEGY_CHOICES['torch'])}. Default: all.",
     REPLICAS: "replicas for multi-replica strategies (logical CPU devices for TensorFlow, processes for torch). Default: 2.",
     CLAIMS: "comma list of claim-id globs; only tests whose claim matches run (e.g. 'autodiff.*'). Default: all.",
-    PROFILE: "hypothesis budget: quick (development), ci (derandomized, no example database), thorough (nightly/upgrade). Default: ci.",
+    PROFILE: "hypothesis budget: quick (development), ci (derandomized, no example database), thorough (nightly/upgrade), explore (the thorough budget, randomized by --hypothesis-seed: the soak). Default: ci.",
     SEED: "base seed for per-test framework seeds (integer). Default: 0.",
     REPORT: "write a versioned JSON report of claims, verdicts and evidence to this path.",
     HTML: "write a self-contained HTML conformance matrix to this path.",
