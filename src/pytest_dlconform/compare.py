@@ -9,6 +9,8 @@ report) the same tests are compared across devices, and the output says so.
 Per matched cell (claim x framework/device/strategy) the verdicts give:
 
 - regressed: held, now violated (the exit status is 1 when there is one);
+- held, now error: the new stack broke the harness where the old one held (exit status 1
+  too: an upgrade check that cannot vouch for a claim that used to hold must not pass);
 - fixed: violated, now holds;
 - moved to / from "not applicable", with the reason;
 - harness errors: error on one side, never shown as a conformance result;
@@ -236,6 +238,7 @@ class Comparison:
     scope: Scope
     shared_claims: int
     regressed: list[Change] = field(default_factory=list)
+    held_to_error: list[Change] = field(default_factory=list)
     fixed: list[Change] = field(default_factory=list)
     expected: list[Change] = field(default_factory=list)
     to_not_applicable: list[Change] = field(default_factory=list)
@@ -253,7 +256,7 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSED if self.regressed else EXIT_OK
+        return EXIT_REGRESSED if self.regressed or self.held_to_error else EXIT_OK
 
 
 def compare(old: dict[str, Any], new: dict[str, Any], *, threshold: float = DEFAULT_DRIFT,
@@ -354,6 +357,8 @@ def _section(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str | None:
     was, now = a["verdict"], b["verdict"]
     if was == now:
         return {results.VIOLATED: "still_violated", results.ERROR: "still_error"}.get(now)
+    if was == results.HOLDS and now == results.ERROR:
+        return "held_to_error"
     if results.ERROR in (was, now):
         return "errors"
     if now == results.NOT_APPLICABLE:
@@ -374,6 +379,8 @@ def _grouped(claim: str, column: str, was: str, now: str, section: str,
     detail = explain[0]["reason"] if explain else ""
     if section == "expected":
         detail = "known divergence: " + "; ".join(sorted({str(b["expected"]) for _, b in pairs if b}))
+    elif section == "held_to_error":
+        detail = f"held before, the new run could not check it (harness error): {detail}"
     elif section == "errors":
         side = "new" if now == results.ERROR else "old"
         detail = f"harness error in the {side} run, not a conformance result: {detail}"
@@ -444,6 +451,7 @@ def _counted(value: Any) -> bool:
 
 SECTIONS = (
     ("regressed", "Regressed (held, now violated)"),
+    ("held_to_error", "Held, now a harness error (the new run could not check these: exit status 1)"),
     ("expected", "Violated as expected (known divergences)"),
     ("errors", "Harness errors (not conformance results)"),
     ("fixed", "Fixed (violated, now holds)"),
@@ -461,18 +469,22 @@ def _verdict_move(change: Change) -> str:
     return f"{change.old or '-'} -> {change.new or '-'}"
 
 
-SHORT = {"expected": "expected", "errors": "harness error(s)", "fixed": "fixed", "to_not_applicable": "now n/a",
+SHORT = {"held_to_error": "held, now error", "expected": "expected", "errors": "harness error(s)", "fixed": "fixed",
+         "to_not_applicable": "now n/a",
          "from_not_applicable": "no longer n/a", "appeared": "appeared", "disappeared": "disappeared",
          "drift": "with evidence drift", "still_violated": "still violated", "still_error": "error in both"}
 
 
 def _headline(c: Comparison) -> str:
     counts = ", ".join(f"{len(getattr(c, attr))} {SHORT[attr]}" for attr, _ in SECTIONS
-                       if getattr(c, attr) and attr != "regressed")
+                       if getattr(c, attr) and attr not in ("regressed", "held_to_error"))
     if c.regressed:
         names = ", ".join(sorted({ch.claim for ch in c.regressed}))
         return f"REGRESSED: {len(c.regressed)} cell(s) of {len(set(ch.claim for ch in c.regressed))} claim(s): {names}" + (
             f"; also {counts}" if counts else "")
+    if c.held_to_error:
+        names = ", ".join(sorted({ch.claim for ch in c.held_to_error}))
+        return f"HELD, NOW ERROR: {len(c.held_to_error)} cell(s): {names}" + (f"; also {counts}" if counts else "")
     return "no regression" + (f"; {counts}" if counts else "")
 
 
@@ -512,7 +524,7 @@ def _md(text: str) -> str:
 
 
 def to_markdown(c: Comparison) -> str:
-    icon = ":x:" if c.regressed else ":white_check_mark:"
+    icon = ":x:" if c.regressed or c.held_to_error else ":white_check_mark:"
     out = [f"### dlconform compare: {icon} {_md(_headline(c))}", "",
            f"- **old:** {_md(c.old_env)}", f"- **new:** {_md(c.new_env)}",
            f"- **compared:** {c.shared_claims} claim(s) both ran; frameworks {', '.join(c.scope.frameworks)}; "

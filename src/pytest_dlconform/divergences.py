@@ -1,29 +1,43 @@
-"""Known divergences: claims a stack is known to violate, each with a reason and an expiry.
+"""Known divergences: framework behaviours that violate a claim, each pinned to its symptom.
 
 A TOML file of ``[[divergence]]`` entries::
 
     [[divergence]]
-    claim = "execution.function.eager-equivalence"   # a claim id or a glob
-    reason = "oneDNN fuses MatMul+BiasAdd+Relu in graphs: float32 differs by ~2e-7"
-    expires = 2026-06-30                              # last day the entry applies
-    framework = "tensorflow"                          # optional: only tests on this framework
-    version = "2.21.*"                                # optional, needs framework: glob on its version
-    device = "gpu"                                    # optional: cpu, gpu or multi-gpu
+    claim = "autodiff.gradient.forward-mode-coverage"   # a claim id or a glob
+    tests = ["autodiff/test_known_limits.py::test_softsign*"]  # which tests (node-id globs)
+    exception = "LookupError"                           # the symptom: an exception type ...
+    message = "SoftsignGrad"                            # ... and a pattern of its message,
+    # max_error = 1e-8                                  # or a ceiling on the observed error
+    reason = "no gradient registered for SoftsignGrad"
+    expires = 2027-06-30                                # last day the entry applies
+    framework = "tensorflow"                            # optional: only tests on this framework
+    version = "2.21.*"                                  # version glob of that framework
+    versions = { keras = "3.15.*" }                     # optional: other packages' version globs
+    device = "cpu"                                      # optional: cpu, gpu or multi-gpu
 
-A violated test that an entry matches is shown as *expected* (``exp`` in the matrix) and
-is not counted as a regression by ``dlconform compare``. Nothing is silently ignored:
-an expired entry no longer applies and is reported, an entry that matched no violated
-test is reported as unmatched (the claim holds now, or did not run), and an entry for
-another stack is listed as such.
+Every entry pins *which tests* (``tests``: node-id globs relative to the suites folder,
+``*`` and ``?`` only, brackets are literal) and *what was seen* (``exception`` with an
+optional ``message`` regular expression, or ``max_error``: every failing check of the
+test observed at most this error), and says which versions it is for (``version`` with
+``framework``, or ``versions``). A violation outside the pin (another test of the claim,
+a larger error, another exception) stays a plain violation.
+
+Matching happens where the exception still exists (:func:`match_failure`, called by the
+plugin in the process that ran the test): a matched violation is reported to pytest as
+an xfail whose reason is the entry's reason and what was observed. After the run,
+:func:`apply` gives each entry its status: applied, expired (the violation fails again),
+unmatched (its tests ran, none failed with that symptom: the claim holds there now, or
+fails differently), not selected (none of its tests ran) or for another stack.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import re
 import sys
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 from . import results
 
@@ -32,8 +46,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-APPLIED, EXPIRED, UNMATCHED, OTHER_STACK = "applied", "expired", "unmatched", "other stack"
-_KEYS = {"claim", "reason", "expires", "framework", "version", "device"}
+APPLIED, EXPIRED, UNMATCHED, NOT_SELECTED, OTHER_STACK = "applied", "expired", "unmatched", "not selected", "other stack"
+_KEYS = {"claim", "tests", "exception", "message", "max_error", "reason", "expires", "framework", "version",
+         "versions", "device"}
 _FRAMEWORKS = {"tensorflow": "tensorflow", "tf": "tensorflow", "torch": "torch", "pytorch": "torch"}
 _DEVICES = ("cpu", "gpu", "multi-gpu")
 _SHORT = {"tf": ("tensorflow",), "torch": ("torch",), "tf+torch": ("tensorflow", "torch")}
@@ -44,39 +59,116 @@ class DivergenceError(ValueError):
 
 
 @dataclass(frozen=True)
+class Failure:
+    """What a violated test showed: exception type names (with their bases), the message,
+    and the observed errors of the checks that failed (margin above 1)."""
+
+    types: tuple[str, ...] = ()
+    message: str = ""
+    errors: tuple[float, ...] = ()
+
+    def describe(self) -> str:
+        parts = []
+        if self.types:
+            first = self.message.strip().splitlines()[0][:300] if self.message.strip() else ""
+            parts.append(f"{self.types[0]}: {first}" if first else self.types[0])
+        if self.errors:
+            parts.append("failing check(s) observed " + ", ".join(f"{e:.3g}" for e in self.errors))
+        return "; ".join(parts) or "no symptom recorded"
+
+
+@dataclass(frozen=True)
 class Divergence:
     claim: str
     reason: str
     expires: dt.date
+    tests: tuple[str, ...] = ()
+    exception: str | None = None
+    message: str | None = None
+    max_error: float | None = None
     framework: str | None = None
     version: str | None = None
+    versions: tuple[tuple[str, str], ...] = ()
     device: str | None = None
+    index: int = 0  # 1-based position in its file
     where: str = ""  # "FILE, entry N", for messages
+
+    @property
+    def key(self) -> str:
+        """How a matched test names its entry (stable across machines, unlike the path)."""
+        return f"entry {self.index} ({self.claim})"
 
     def describe(self) -> str:
         stack = [p for p in (self.framework, self.version and f"version {self.version}", self.device) if p]
+        stack += [f"{name} {glob}" for name, glob in self.versions]
         return f"{self.claim}" + (f" [{', '.join(stack)}]" if stack else "") + f" (expires {self.expires})"
+
+    def symptom(self) -> str:
+        parts = [self.exception + (f" matching /{self.message}/" if self.message else "")] if self.exception else []
+        parts += [f"observed error <= {self.max_error:g}"] if self.max_error is not None else []
+        return " and ".join(parts)
 
     def other_stack(self, env: Mapping[str, Any]) -> str | None:
         """Why this entry is not for the run described by ``env``, or None if it is."""
         settings = env.get("settings") or {}
+        found = env.get("frameworks") or {}
         if self.framework:
             if self.framework not in (settings.get("frameworks") or []):
                 return f"{self.framework} did not run"
-            version = str((env.get("frameworks") or {}).get(self.framework, ""))
+            version = str(found.get(self.framework, ""))
             if self.version and not fnmatch.fnmatchcase(version, self.version):
                 return f"{self.framework} is {version}, the entry is for {self.version}"
+        for name, glob in self.versions:
+            version = str(found.get(name, "not installed"))
+            if not fnmatch.fnmatchcase(version, glob):
+                return f"{name} is {version}, the entry is for {glob}"
         if self.device and self.device not in (settings.get("selected_devices") or []):
             return f"device {self.device} did not run"
         return None
 
-    def matches(self, test: Mapping[str, Any]) -> bool:
+    def selects(self, test: Mapping[str, Any]) -> bool:
+        """Whether ``test`` (nodeid, claim, params) is one of the tests this entry pins."""
         params = test.get("params") or {}
         if not fnmatch.fnmatchcase(str(test.get("claim", "")), self.claim):
             return False
         if self.framework and self.framework not in _SHORT.get(str(params.get("framework")), ()):
             return False
-        return not (self.device and params.get("device") != self.device)
+        if self.device and params.get("device") != self.device:
+            return False
+        local = suite_relative(str(test.get("nodeid", "")))
+        return any(_glob(pattern).fullmatch(local) for pattern in self.tests)
+
+    def shows(self, failure: Failure) -> bool:
+        """Whether the failure is the pinned symptom (every part of it that the entry names)."""
+        if self.exception is not None:
+            if self.exception not in failure.types:
+                return False
+            if self.message is not None and re.search(self.message, failure.message) is None:
+                return False
+        if self.max_error is None:
+            return True
+        if not failure.errors:
+            return False
+        if failure.types and "AssertionError" not in failure.types:
+            return False  # a crash is not an oracle's observed error
+        return all(e <= self.max_error for e in failure.errors)
+
+
+def suite_relative(nodeid: str) -> str:
+    """The node id from the area folder on (``autodiff/test_x.py::test[p]``): a checkout run
+    (``suites/...``) and an installed run (``.../pytest_dlconform/suites/...``) agree."""
+    marker = "suites/"
+    cut = nodeid.rfind(marker, 0, nodeid.find("::") if "::" in nodeid else len(nodeid))
+    return nodeid[cut + len(marker):] if cut >= 0 else nodeid
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """A node-id glob: ``*`` and ``?`` are wildcards, everything else (brackets too) is literal."""
+    parts = [".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern]
+    return re.compile("".join(parts), re.DOTALL)
+
+
+# ------------------------------------------------------------------ the file
 
 
 def load(path: str) -> list[Divergence]:
@@ -93,10 +185,10 @@ def load(path: str) -> list[Divergence]:
     entries = data.get("divergence", [])
     if not isinstance(entries, list):
         raise DivergenceError(f"known-divergences file {path}: 'divergence' must be an array of tables ([[divergence]])")
-    return [_parse(entry, f"{path}, entry {i}") for i, entry in enumerate(entries, 1)]
+    return [_parse(entry, i, f"{path}, entry {i}") for i, entry in enumerate(entries, 1)]
 
 
-def _parse(entry: Any, where: str) -> Divergence:
+def _parse(entry: Any, index: int, where: str) -> Divergence:
     if not isinstance(entry, dict):
         raise DivergenceError(f"{where}: not a table")
     unknown = set(entry) - _KEYS
@@ -115,10 +207,50 @@ def _parse(entry: Any, where: str) -> Divergence:
         raise DivergenceError(f"{where}: device {device!r} is not one of {', '.join(_DEVICES)}")
     return Divergence(
         claim=str(entry["claim"]), reason=str(entry["reason"]).strip(), expires=_date(entry["expires"], where),
+        tests=_tests(entry.get("tests"), where), **_symptom(entry, where),
         framework=_FRAMEWORKS[str(framework).lower()] if framework is not None else None,
         version=str(entry["version"]) if entry.get("version") else None,
-        device=device, where=where,
+        versions=_versions(entry, where), device=device, index=index, where=where,
     )
+
+
+def _tests(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not value or not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise DivergenceError(f"{where}: 'tests' is required: a list of node-id globs relative to the suites folder, "
+                              "e.g. tests = [\"autodiff/test_tape.py::test_watch*\"]")
+    return tuple(value)
+
+
+def _symptom(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
+    exception, message, ceiling = entry.get("exception"), entry.get("message"), entry.get("max_error")
+    if exception is None and ceiling is None:
+        raise DivergenceError(f"{where}: pin the symptom: 'exception' (a type name, with an optional 'message' "
+                              "pattern), 'max_error' (a ceiling on the observed error), or both")
+    if message is not None and exception is None:
+        raise DivergenceError(f"{where}: 'message' needs 'exception' (the pattern is matched against its message)")
+    if message is not None:
+        try:
+            re.compile(str(message))
+        except re.error as exc:
+            raise DivergenceError(f"{where}: message {message!r} is not a regular expression ({exc})") from None
+    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, (int, float)) or not ceiling > 0):
+        raise DivergenceError(f"{where}: max_error {ceiling!r} must be a positive number, e.g. max_error = 1e-8")
+    return {"exception": str(exception) if exception is not None else None,
+            "message": str(message) if message is not None else None,
+            "max_error": float(ceiling) if ceiling is not None else None}
+
+
+def _versions(entry: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    table = entry.get("versions") or {}
+    if not isinstance(table, dict) or not all(isinstance(v, str) and v for v in table.values()):
+        raise DivergenceError(f"{where}: 'versions' must be a table of package = \"version glob\", e.g. "
+                              "versions = { keras = \"3.15.*\" }")
+    if not entry.get("version") and not table:
+        raise DivergenceError(f"{where}: say which versions the entry is for: 'version' (with 'framework') or "
+                              "'versions' = { package = \"glob\" }; an entry without one would apply to every release")
+    return tuple(sorted((str(k), str(v)) for k, v in table.items()))
 
 
 def _date(value: Any, where: str) -> dt.date:
@@ -132,44 +264,89 @@ def _date(value: Any, where: str) -> dt.date:
         raise DivergenceError(f"{where}: expires {value!r} is not a date; write e.g. expires = 2026-06-30") from None
 
 
-def apply(doc: dict[str, Any], entries: list[Divergence], today: dt.date | None = None) -> list[dict[str, Any]]:
-    """Mark violated tests that a live entry matches as expected; return every entry's status.
+# ------------------------------------------------------------------ in the test process
 
-    The statuses are also stored in ``doc["divergences"]`` and the counts refreshed.
-    """
+
+def match_failure(entries: Sequence[Divergence], test: Mapping[str, Any], failure: Failure,
+                  env: Mapping[str, Any], today: dt.date | None = None) -> Divergence | None:
+    """The live entry whose pinned tests include ``test`` and whose symptom ``failure`` shows."""
+    today = today or dt.date.today()
+    for entry in entries:
+        if entry.expires >= today and entry.other_stack(env) is None and entry.selects(test) and entry.shows(failure):
+            return entry
+    return None
+
+
+def failure_of(test: Mapping[str, Any]) -> Failure:
+    """The symptom a report's test recorded: its exception, else its failing checks."""
+    evidence = test.get("evidence") or {}
+    exc = evidence.get("exception") or {}
+    errors = []
+    for check in (evidence.get("checks") or {}).values():
+        try:
+            if float(check.get("margin")) > 1:
+                errors.append(float(check.get("observed")))
+        except (TypeError, ValueError):
+            continue
+    return Failure(tuple(exc.get("types") or ()), str(exc.get("message") or ""), tuple(errors))
+
+
+# ------------------------------------------------------------------ after the run (controller)
+
+
+@dataclass
+class Status:
+    entry: Divergence
+    status: str
+    tests: list[str] = field(default_factory=list)  # the tests it applied to (or would have, expired)
+    why: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        e = self.entry
+        return {
+            "claim": e.claim, "reason": e.reason, "expires": e.expires.isoformat(), "framework": e.framework,
+            "version": e.version, "versions": dict(e.versions), "device": e.device, "tests_pinned": list(e.tests),
+            "symptom": e.symptom(), "where": e.where, "key": e.key, "status": self.status, "tests": self.tests,
+            "why": self.why,
+        }
+
+
+def apply(doc: dict[str, Any], entries: list[Divergence], today: dt.date | None = None) -> list[dict[str, Any]]:
+    """Each entry's status in the run ``doc``; tests were matched where they ran (their
+    ``expected`` field names the entry). Stores the statuses in ``doc["divergences"]`` and
+    refreshes the counts."""
     today = today or dt.date.today()
     env = doc.get("environment") or {}
-    statuses = []
-    for entry in entries:
-        status: dict[str, Any] = {
-            "claim": entry.claim, "reason": entry.reason, "expires": entry.expires.isoformat(),
-            "framework": entry.framework, "version": entry.version, "device": entry.device,
-            "where": entry.where, "tests": [],
-        }
-        elsewhere = entry.other_stack(env)
-        hits = [] if elsewhere else [
-            t for c in doc["claims"].values() for t in c["tests"]
-            if t["verdict"] == results.VIOLATED and entry.matches(t)
-        ]
-        status["tests"] = [t["nodeid"] for t in hits]
-        if entry.expires < today:
-            status["status"] = EXPIRED
-        elif elsewhere:
-            status["status"], status["why"] = OTHER_STACK, elsewhere
-        elif not hits:
-            status["status"] = UNMATCHED
-        else:
-            status["status"] = APPLIED
-            for test in hits:
-                test["expected"] = test.get("expected") or entry.reason
-        statuses.append(status)
+    tests = [t for c in doc["claims"].values() for t in c["tests"]]
+    for test in tests:  # a report from elsewhere (dlconform compare --known-divergences)
+        if test["verdict"] == results.VIOLATED and not test.get("divergence"):
+            hit = match_failure(entries, test, failure_of(test), env, today)
+            if hit is not None:
+                test["divergence"], test["expected"] = hit.key, hit.reason
+    statuses = [_status(entry, tests, env, today).as_dict() for entry in entries]
     for claim in doc["claims"].values():
         violated = [t for t in claim["tests"] if t["verdict"] == results.VIOLATED]
-        claim["expected"] = "; ".join(sorted({t["expected"] for t in violated})) if violated and all(
+        claim["expected"] = "; ".join(sorted({str(t["expected"]) for t in violated})) if violated and all(
             t.get("expected") for t in violated) else None
     doc["divergences"] = statuses
     results.refresh_counts(doc)
     return statuses
+
+
+def _status(entry: Divergence, tests: list[dict[str, Any]], env: Mapping[str, Any], today: dt.date) -> Status:
+    pinned = [t for t in tests if entry.selects(t)]
+    if entry.expires < today:
+        return Status(entry, EXPIRED, [t["nodeid"] for t in pinned if t["verdict"] == results.VIOLATED])
+    elsewhere = entry.other_stack(env)
+    if elsewhere:
+        return Status(entry, OTHER_STACK, why=elsewhere)
+    if not pinned:
+        return Status(entry, NOT_SELECTED, why="none of its tests ran in this run")
+    hits = [t["nodeid"] for t in pinned if t.get("divergence") == entry.key]
+    if hits:
+        return Status(entry, APPLIED, hits)
+    verdicts = sorted({t["verdict"] for t in pinned})
+    return Status(entry, UNMATCHED, why=f"its {len(pinned)} test(s) ran: {', '.join(verdicts)}, none with {entry.symptom()}")
 
 
 def status_lines(statuses: list[Mapping[str, Any]]) -> list[str]:
@@ -181,11 +358,13 @@ def status_lines(statuses: list[Mapping[str, Any]]) -> list[str]:
             still = f"; still violated by {len(s['tests'])} test(s)" if s["tests"] else ""
             lines.append(f"known divergence EXPIRED on {s['expires']}: {name}{still}: renew it with a reason or fix the cause")
         elif s["status"] == UNMATCHED:
-            lines.append(f"known divergence UNMATCHED: {name} matched no violated test in this run: remove it if the claim holds now")
+            lines.append(f"known divergence UNMATCHED: {name}: {s.get('why')}: remove it if the claim holds now")
+        elif s["status"] == NOT_SELECTED:
+            lines.append(f"known divergence not selected: {name}: {s.get('why')}")
         elif s["status"] == OTHER_STACK:
             lines.append(f"known divergence for another stack: {name}: {s.get('why')}")
         else:
-            lines.append(f"known divergence applied: {name}: {len(s['tests'])} violated test(s) shown as expected: {s['reason']}")
+            lines.append(f"known divergence applied: {name}: {len(s['tests'])} violated test(s) shown as xfailed: {s['reason']}")
     return lines
 
 

@@ -3,23 +3,27 @@ and example budgets that scale with ``--dl-profile``."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
 
-CI_EXAMPLES = 20  # max_examples of the ci profile, the unit budgets are written in
+from .budgets import ATTR as _BUDGET_ATTR
+from .budgets import CI_EXAMPLES, scaled
 
 
-def budget(ci_examples: int) -> Callable[[Any], Any]:
+def budget(ci_examples: int) -> Any:
     """``@budget(n)``: n examples in the ci profile, scaled for quick and thorough.
 
     Expensive properties use fewer examples than the profile's default; the ratio to the
-    ci profile is kept, so a thorough run still explores ten times more.
+    ci profile is kept, so a thorough run still explores ten times more. The scaling
+    happens per claim test at collection (:mod:`pytest_dlconform.budgets`), never through
+    hypothesis's global default, so the host project's settings stay its own.
     """
-    scale = settings.default.max_examples / CI_EXAMPLES
-    return settings(max_examples=max(1, round(ci_examples * scale)))
+    declared = settings(max_examples=max(1, int(ci_examples)))
+    setattr(declared, _BUDGET_ATTR, max(1, int(ci_examples)))  # settings allow private attributes
+    return declared
 
 
 def shapes(min_dims: int = 0, max_dims: int = 3, min_side: int = 1, max_side: int = 5) -> st.SearchStrategy[tuple[int, ...]]:

@@ -8,18 +8,32 @@ from typing import Any, Generator
 import pytest
 
 from . import session as dlsession
-from . import results
 from . import settings as opts
-from .evidence import to_json
-from .results import PROP_CLAIM, PROP_EVIDENCE, PROP_PARAMS, PROP_REPRO, PROP_VERDICT
+from . import verdicts
+from .activation import Activation, is_claim_function
 
-KEY = pytest.StashKey["dlsession.Run"]()
+KEY = pytest.StashKey["dlsession.Run"]()  # the run, once active
+ACTIVATION = pytest.StashKey[Activation]()
+
+
+def _active(config: pytest.Config) -> dlsession.Run | None:
+    """The run if something asked for dlconform, else None (the plugin is inert)."""
+    act = config.stash.get(ACTIVATION, None)
+    return act.run if act is not None else None
+
+
+def _run(config: pytest.Config) -> dlsession.Run:
+    """The run, built now if this is the first thing that needs it."""
+    run = config.stash[ACTIVATION].ensure()
+    config.stash[KEY] = run
+    return run
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dlconform", "deep-learning conformance (pytest-dlconform)")
     for name, text in opts.HELP.items():
         group.addoption(opts.flag(name), dest=f"dl_{name}", default=None, metavar=name.upper(),
+                        action="append" if name in getattr(opts, "REPEATABLE", ()) else "store",
                         help=f"{text} Env: {opts.env_var(name)}; ini: {opts.ini_key(name)}.")
         parser.addini(opts.ini_key(name), help=text, default=None)
     group.addoption("--dl-list-claims", action="store_true", default=False,
@@ -29,25 +43,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in dlsession.MARKERS:
         config.addinivalue_line("markers", line)
-    run = dlsession.Run.from_config(config)  # raises pytest.UsageError on a bad option
-    config.stash[KEY] = run
-    config.pluginmanager.register(run, "dlconform-run")  # its pytest_runtest_logreport collects verdicts
+    act = config.stash[ACTIVATION] = Activation(config)
+    if act.reason is not None and not config.getoption("dl_list_claims"):
+        _run(config)  # asked for up front: a bad option is a usage error before collection
+    config.pluginmanager.register(ReportHook(config), "dlconform-reports")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistHooks(run), "dlconform-xdist")
+        config.pluginmanager.register(XdistHooks(act), "dlconform-xdist")
 
 
 class XdistHooks:
     """Registered only when pytest-xdist is present: the controller decides per worker."""
 
-    def __init__(self, run: dlsession.Run) -> None:
-        self.run = run
+    def __init__(self, act: Activation) -> None:
+        self.act = act
 
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput.update(self.run.worker_input(node))
+        if self.act.run is not None:  # inert: workers that meet a claim test decide for themselves
+            node.workerinput.update(self.act.run.worker_input(node))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return config.stash[KEY].header_lines()
+    run = _active(config)
+    if run is None:
+        return []
+    config.stash[ACTIVATION].header_printed = True
+    return run.header_lines()
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
@@ -64,45 +84,97 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    metafunc.config.stash[KEY].parametrize(metafunc)
+    act = metafunc.config.stash[ACTIVATION]
+    if act.run is None and not is_claim_function(metafunc.definition):
+        return
+    try:
+        run = _run(metafunc.config)
+    except pytest.UsageError as exc:  # raised again after collection, as a usage error
+        act.pending = exc
+        return
+    run.parametrize(metafunc)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    config.stash[KEY].select(config, items)
+    act = config.stash[ACTIVATION]
+    if act.pending is not None:
+        raise act.pending
+    if act.run is None and not any(item.get_closest_marker("claim") for item in items):
+        return
+    run = _run(config)
+    run.select(config, items)
+    run.apply_budgets(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    session.config.stash[KEY].configure_frameworks()
+    run = _active(session.config)
+    if run is not None:
+        run.configure_frameworks()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
+    with verdicts.phase_warnings(item, _active(item.config)):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    run = _active(item.config)
+    with verdicts.phase_warnings(item, run), verdicts.bounded_shrinking(item, run):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
+    with verdicts.phase_warnings(item, _active(item.config)):
+        return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report = yield
-    info = item.stash.get(dlsession.ITEM_KEY, None)
-    if info is None:
-        return report
-    # Each phase's verdict is the worst so far, so the teardown report (the one JUnit XML
-    # takes user properties from) carries the test's final verdict.
-    verdict = results.worst([item.stash.get(dlsession.VERDICT_KEY, results.HOLDS), dlsession.phase_verdict(report, call)])
-    item.stash[dlsession.VERDICT_KEY] = verdict
-    props = [(PROP_CLAIM, info.claim), (PROP_PARAMS, info.params), (PROP_VERDICT, verdict)]
-    recorder = item.stash.get(dlsession.EVIDENCE_KEY, None)
-    if recorder is not None and report.when == "call":
-        props.append((PROP_EVIDENCE, to_json(recorder)))
-    if verdict in ("violated", "error"):
-        repro = item.config.stash[KEY].repro(item)
-        props.append((PROP_REPRO, repro))
-        report.sections.append(("dlconform reproduction", repro))
-    report.user_properties = [*item.user_properties, *props]
+    run = _active(item.config)
+    with verdicts.phase_warnings(item, run):  # hypothesis's own makereport imports libcst on a failure
+        report = yield
+    if run is not None:
+        verdicts.annotate(run, item, call, report)
     return report
 
 
+def pytest_report_teststatus(report: Any, config: pytest.Config) -> tuple[str, str, str] | None:
+    """A harness failure inside a test's call is a pytest error, not a failure."""
+    return verdicts.teststatus(report)
+
+
+class ReportHook:
+    """Collects claim tests' verdicts from their reports (on the xdist controller too, which
+    collects nothing: its first claim report activates the run there)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        run = _active(self.config)
+        if run is None:
+            if not verdicts.is_claim_report(report):
+                return
+            try:
+                run = _run(self.config)
+            except pytest.UsageError:
+                return  # the worker that ran the test reported the problem
+        run.collector.add(report)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    config.stash[KEY].summarize(terminalreporter)
+    run = _active(config)
+    if run is not None:
+        run.summarize(terminalreporter, header=not config.stash[ACTIVATION].header_printed)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    session.config.stash[KEY].finish(session)
+    run = _active(session.config)
+    if run is not None:
+        run.finish(session)
 
 
 # ---------------------------------------------------------------- fixtures
@@ -111,13 +183,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def dl_settings(pytestconfig: pytest.Config) -> opts.Settings:
     """The validated --dl-* settings of this run."""
-    return pytestconfig.stash[KEY].settings
+    return _run(pytestconfig).settings
 
 
 @pytest.fixture(scope="session")
 def dl_framework(request: pytest.FixtureRequest, dl_device: str) -> Any:
     """The framework adapter (TensorFlow or torch) this test instance runs on."""
-    return request.config.stash[KEY].framework_fixture(request.param)
+    return _run(request.config).framework_fixture(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -133,19 +205,27 @@ def dl_device(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def dl_strategy(request: pytest.FixtureRequest, dl_device: str) -> Any:
     """A distribution-strategy handle (framework, name, replicas, device kind)."""
-    return request.config.stash[KEY].strategy_fixture(request.param, dl_device)
+    return _run(request.config).strategy_fixture(request.param, dl_device)
+
+
+@pytest.fixture(scope="session")
+def dl_model(request: pytest.FixtureRequest, dl_device: str) -> Any:
+    """A registered user model (--dl-model module:factory): see pytest_dlconform.usermodels."""
+    from . import usermodels
+
+    return usermodels.fixture(_run(request.config), request.param, dl_device)
 
 
 @pytest.fixture(scope="session")
 def tf(pytestconfig: pytest.Config, dl_device: str) -> Any:
     """The configured tensorflow module (logical devices and threads set before first use)."""
-    return pytestconfig.stash[KEY].framework_fixture("tensorflow").module
+    return _run(pytestconfig).framework_fixture("tensorflow").module
 
 
 @pytest.fixture(scope="session")
 def torch(pytestconfig: pytest.Config, dl_device: str) -> Any:
     """The configured torch module (threads limited per xdist worker)."""
-    return pytestconfig.stash[KEY].framework_fixture("torch").module
+    return _run(pytestconfig).framework_fixture("torch").module
 
 
 @pytest.fixture(scope="session")
@@ -159,12 +239,15 @@ def dl_tolerance() -> Any:
 @pytest.fixture
 def dl_seed(request: pytest.FixtureRequest) -> int:
     """This test's seed, derived from --dl-seed and the node id; printed on failure."""
-    return request.config.stash[KEY].test_seed(request.node)
+    return _run(request.config).test_seed(request.node)
 
 
 @pytest.fixture(autouse=True)
 def _dl_guard(request: pytest.FixtureRequest) -> Generator[None, None, None]:
     """Seeds, evidence and global-state restoration around each claim test."""
-    run = request.config.stash[KEY]
+    run = _active(request.config)
+    if run is None:  # inert: a host project's own test
+        yield
+        return
     with run.guard(request.node):
         yield

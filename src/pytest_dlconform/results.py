@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -32,21 +33,13 @@ SYMBOL = {HOLDS: "ok", VIOLATED: "FAIL", NOT_APPLICABLE: "n/a", ERROR: "ERR"}
 EXPECTED_SYMBOL = "exp"  # violated, and listed in the known-divergences file
 SCHEMA = "pytest-dlconform/report"
 SCHEMA_VERSION = 1
-PARAM_KEYS = ("framework", "device", "strategy")
+PARAM_KEYS = ("framework", "device", "strategy", "model")
 
-PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO = (
-    "dl_claim", "dl_verdict", "dl_params", "dl_evidence", "dl_repro",
+PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO, PROP_EXPECTED = (
+    "dl_claim", "dl_verdict", "dl_params", "dl_evidence", "dl_repro", "dl_expected",
 )
 
 __all__ = ["NOT_APPLICABLE_PREFIX", "Collector", "TestResult", "report_document", "matrix_lines", "write_atomic"]
-
-
-def is_violation(exc: BaseException) -> bool:
-    """An assertion (from an oracle or a test) is a conformance result; anything else is an error."""
-    if isinstance(exc, AssertionError):
-        return True
-    inner = getattr(exc, "exceptions", None)  # hypothesis reports several failures as a group
-    return bool(inner) and all(is_violation(e) for e in inner)
 
 
 def worst(verdicts: Iterable[str]) -> str:
@@ -80,6 +73,9 @@ class TestResult:
     evidence: dict[str, Any] = field(default_factory=dict)
     repro: str = ""
     duration: float = 0.0
+    expected: str | None = None  # the reason of the known divergence that matched
+    divergence: str | None = None  # that entry's key
+    observed: str = ""  # what the matched violation showed
 
     @property
     def column(self) -> str:
@@ -89,7 +85,8 @@ class TestResult:
         return {
             "nodeid": self.nodeid, "claim": self.claim, "params": self.params, "column": self.column,
             "verdict": self.verdict, "reason": self.reason, "evidence": self.evidence,
-            "repro": self.repro, "duration_s": round(self.duration, 4), "expected": None,
+            "repro": self.repro, "duration_s": round(self.duration, 4), "expected": self.expected,
+            "divergence": self.divergence, "observed": self.observed,
         }
 
 
@@ -117,6 +114,9 @@ class Collector:
             result.reason = _reason(report)
         if props.get(PROP_EVIDENCE):
             result.evidence = json.loads(props[PROP_EVIDENCE])
+        if props.get(PROP_EXPECTED):
+            known = json.loads(props[PROP_EXPECTED])
+            result.expected, result.divergence, result.observed = known["reason"], known["key"], known["observed"]
         if verdict in (VIOLATED, ERROR) and props.get(PROP_REPRO) and not result.repro:
             result.repro = reproduction(str(props[PROP_REPRO]), _longrepr_text(report))
         result.duration += getattr(report, "duration", 0.0)
@@ -273,42 +273,69 @@ def cell_symbol(entry: Mapping[str, Any], column: str) -> str:
     verdict = entry["columns"].get(column)
     if verdict is None:
         return "."
-    if verdict == VIOLATED and all(
-        t.get("expected") for t in entry["tests"] if t["column"] == column and t["verdict"] == VIOLATED
-    ):
+    return _symbol([t for t in entry["tests"] if t["column"] == column])
+
+
+def _symbol(tests: list[Mapping[str, Any]]) -> str:
+    if not tests:
+        return "."
+    verdict = overall(t["verdict"] for t in tests)
+    if verdict == VIOLATED and all(t.get("expected") for t in tests if t["verdict"] == VIOLATED):
         return EXPECTED_SYMBOL
     return SYMBOL[verdict]
 
 
-def matrix_lines(doc: Mapping[str, Any], width: int = 120, max_rows: int = 40) -> list[str]:
-    """Claims by (framework, device, strategy): one screen, a verdict per cell, counts below.
+ROW_KEYS = ("strategy", "model")  # terminal matrix: these make sub-rows, not columns
+COLUMN_KEYS = ("framework", "device")
 
-    With more than ``max_rows`` claims, claims whose every cell holds are folded into one
-    line per area (cells then read "held/ran"), so the screen shows what needs a look.
+
+def _base_and_row(test: Mapping[str, Any]) -> tuple[str, str]:
+    params = test.get("params") or {}
+    base = "/".join(str(params[k]) for k in COLUMN_KEYS if params.get(k)) or "-"
+    row = "/".join(str(params[k]) for k in ROW_KEYS if params.get(k))
+    return base, row
+
+
+def matrix_lines(doc: Mapping[str, Any], width: int = 120, max_rows: int = 40) -> list[str]:
+    """Claims by framework/device, one screen, a verdict per cell, counts below.
+
+    Strategies (and registered models) are sub-rows of their claim, so the matrix has a
+    column per framework/device only and fits ``width`` (120 by default) with full claim
+    ids. With more than ``max_rows`` rows, the rows whose every cell holds are folded into
+    one line per area (cells then read "held/ran"), so the screen shows what needs a look.
     """
     claims = doc["claims"]
     if not claims:
         return []
-    columns = list(doc["columns"])
+    rows: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = {}
+    for cid, entry in claims.items():
+        for test in entry["tests"]:
+            base, sub = _base_and_row(test)
+            rows.setdefault((cid, sub), {}).setdefault(base, []).append(test)
+    columns = sorted({base for cells in rows.values() for base in cells})
     col_w = max(6, *(len(c) + 1 for c in columns))
-    fold = len(claims) > max_rows
-    names = [*claims, *(f"{a}.* ({n} claims)" for a, n in _areas(claims).items())] if fold else list(claims)
-    claim_w = min(max(len(c) for c in names), max(24, width - col_w * len(columns) - 9))
+    fold = len(rows) > max_rows
+    labels = {key: key[0] + (f" [{key[1]}]" if key[1] else "") for key in rows}
+    shown = {key: cells for key, cells in rows.items()
+             if not fold or any(_symbol(cells.get(c, [])) not in (SYMBOL[HOLDS], ".") for c in columns)}
+    names = [("  " if fold else "") + labels[k] for k in shown] + [f"{a}.* ({n} claims)" for a, n in _areas(claims).items()]
+    claim_w = min(max(len(n) for n in names), max(24, width - col_w * len(columns) - 9))
     lines = [" " * claim_w + "".join(c.rjust(col_w) for c in columns) + "  margin"]
     for area, count in (_areas(claims).items() if fold else [(None, 0)]):
-        rows = {cid: e for cid, e in claims.items() if area is None or cid.split(".", 1)[0] == area}
+        mine = [k for k in rows if area is None or k[0].split(".", 1)[0] == area]
         if fold:
             lines.append(_fit(f"{area}.* ({count} claims)", claim_w) + "".join(
-                _held_of_ran(rows.values(), col).rjust(col_w) for col in columns))
-            rows = {cid: e for cid, e in rows.items() if any(cell_symbol(e, c) not in (SYMBOL[HOLDS], ".") for c in columns)}
-        for claim_id, entry in rows.items():
-            cells = "".join(cell_symbol(entry, col).rjust(col_w) for col in columns)
-            label = ("  " + claim_id) if fold else claim_id
-            lines.append((_fit(label, claim_w) + cells + "  " + format_margin(entry.get("worst_margin"))).rstrip())
+                _held_of_ran([rows[k] for k in mine], col).rjust(col_w) for col in columns))
+        for key in mine:
+            if key not in shown:
+                continue
+            cells = "".join(_symbol(rows[key].get(col, [])).rjust(col_w) for col in columns)
+            margin = format_margin(worst_margin(t for tests in rows[key].values() for t in tests))
+            lines.append((_fit(("  " if fold else "") + labels[key], claim_w) + cells + "  " + margin).rstrip())
     note = f"margin: worst observed/tolerance over a claim's checks (1 is the limit); {EXPECTED_SYMBOL}: known divergence"
     if fold:
-        note += "; claims that hold everywhere are folded per area (held/ran), all are in --dl-report/--dl-html"
-    lines.append(note)
+        note += "; rows that hold everywhere are folded per area (held/ran); all are in --dl-report/--dl-html"
+    lines += textwrap.wrap(note, width)
     lines.append(count_line("tests", doc["counts"]["tests"], doc["counts"]["expected"]["tests"]))
     lines.append(count_line("claims", doc["counts"]["claims"], doc["counts"]["expected"]["claims"]))
     return lines
@@ -325,8 +352,8 @@ def _fit(name: str, width: int) -> str:
     return (name if len(name) <= width else name[: width - 1] + "~").ljust(width)
 
 
-def _held_of_ran(entries: Iterable[Mapping[str, Any]], column: str) -> str:
-    ran = [e["columns"][column] for e in entries if column in e["columns"]]
+def _held_of_ran(rows: Iterable[Mapping[str, list[Mapping[str, Any]]]], column: str) -> str:
+    ran = [overall(t["verdict"] for t in cells[column]) for cells in rows if cells.get(column)]
     return f"{sum(v == HOLDS for v in ran)}/{len(ran)}" if ran else "."
 
 

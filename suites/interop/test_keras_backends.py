@@ -13,13 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from hypothesis import settings
 
 from pytest_dlconform import evidence
 from pytest_dlconform.checks import crossframework as cf
 from pytest_dlconform.frameworks import HarnessError
 from pytest_dlconform.fresh import run_python
-from pytest_dlconform.inputs import CI_EXAMPLES
+from pytest_dlconform.inputs import scaled
 
 BACKENDS = ("tensorflow", "torch")
 # Two fresh interpreters at once, each importing its framework and Keras: tens of seconds
@@ -33,7 +32,7 @@ Batch = list[tuple[cf.Case, str]]
 def batch_for(seed: int) -> Batch:
     """Coverage batches (every feature, both dtypes, details from the seed): one in the ci
     profile, scaled with the profile's example budget like ``inputs.budget``."""
-    rounds = max(1, round(settings.default.max_examples / CI_EXAMPLES))
+    rounds = scaled(1)
     return [(case, dtype) for r in range(rounds) for k, dtype in enumerate(cf.DTYPES)
             for case in cf.coverage_batch(seed + 2 * r + k, cf.activations_for(dtype))]
 

@@ -90,12 +90,28 @@ def test_no_regression_exits_zero_and_lists_fixes_and_not_applicable_moves(tmp_p
     assert not result.regressed and not result.still_violated
 
 
-def test_harness_errors_are_never_regressions(tmp_path: Path) -> None:
+def test_held_then_harness_error_fails_the_upgrade_check(tmp_path: Path) -> None:
+    """An upgrade that breaks the harness where the claim held cannot pass: it has its own
+    section and exit status 1 (it is not a regression: nothing was shown to be violated)."""
     result = compare.compare(doc(BASE), doc(changed(BASE, autodiff_tape_watch=results.ERROR),
                                             reasons={BASE[0][0]: "HarnessError: worker crashed"}))
+    assert result.exit_code == compare.EXIT_REGRESSED
+    assert not result.regressed and not result.errors
+    assert [(c.claim, c.old, c.new, c.detail) for c in result.held_to_error] == [
+        ("autodiff.tape.watch", "holds", "error",
+         "held before, the new run could not check it (harness error): HarnessError: worker crashed")]
+    text = compare.to_text(result)
+    assert text.startswith("dlconform compare: HELD, NOW ERROR: 1 cell(s): autodiff.tape.watch")
+    assert "Held, now a harness error (the new run could not check these: exit status 1): 1" in text
+
+
+def test_other_harness_errors_are_reported_apart_and_do_not_fail(tmp_path: Path) -> None:
+    """error -> holds (the old run's harness failed), n/a -> error: reported, exit 0."""
+    old = doc(changed(BASE, autodiff_tape_watch=results.ERROR), reasons={BASE[0][0]: "HarnessError: worker crashed"})
+    result = compare.compare(old, doc(BASE))
     assert result.exit_code == compare.EXIT_OK
     assert [(c.claim, c.detail) for c in result.errors] == [
-        ("autodiff.tape.watch", "harness error in the new run, not a conformance result: HarnessError: worker crashed")]
+        ("autodiff.tape.watch", "harness error in the old run, not a conformance result: HarnessError: worker crashed")]
     assert "Harness errors (not conformance results): 1" in compare.to_text(result)
 
 
@@ -203,24 +219,47 @@ def test_fail_on_drift(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ known divergences
 
 
+NESTED = BASE[1][0]
+XLA = {"checks": {"max error": {"observed": 3e-7, "tolerance": 1e-7, "margin": 3.0}},
+       "exception": {"types": ["ToleranceExceeded", "AssertionError", "Exception"], "message": "nested: XLA rounding"}}
+
+
 def test_known_divergence_turns_a_regression_into_expected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old = save(tmp_path, "old.json", doc(BASE))
-    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED)))
+    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED), evidences={NESTED: XLA}))
     known = tmp_path / "known.toml"
-    known.write_text('[[divergence]]\nclaim = "autodiff.tape.nest*"\nframework = "tensorflow"\nreason = "XLA rounding"\n'
-                     'expires = 2999-12-31\n\n[[divergence]]\nclaim = "autodiff.tape.watch"\nreason = "gone"\n'
-                     'expires = 2999-12-31\n')
+    known.write_text('[[divergence]]\nclaim = "autodiff.tape.nest*"\ntests = ["autodiff/test_a.py::test_nested[*]"]\n'
+                     'exception = "ToleranceExceeded"\nmessage = "XLA"\nmax_error = 1e-6\n'
+                     'framework = "tensorflow"\nversion = "2.20.*"\nreason = "XLA rounding"\nexpires = 2999-12-31\n\n'
+                     '[[divergence]]\nclaim = "autodiff.tape.watch"\ntests = ["autodiff/test_a.py::test_watch*"]\n'
+                     'exception = "ValueError"\nversions = { numpy = "2.*" }\nreason = "gone"\nexpires = 2999-12-31\n')
     assert cli.main(["compare", "--known-divergences", str(known), old, new]) == 0
     out = capsys.readouterr().out
     assert "  autodiff.tape.nested [tf/cpu] holds -> violated: known divergence: XLA rounding" in out
     assert "known divergence UNMATCHED: autodiff.tape.watch" in out
 
 
+def test_a_violation_outside_the_pin_is_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same test and exception, but an error above the entry's ceiling: not this bug."""
+    old = save(tmp_path, "old.json", doc(BASE))
+    larger = json.loads(json.dumps(XLA))
+    larger["checks"]["max error"].update(observed=3e-5, margin=300.0)
+    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED), evidences={NESTED: larger}))
+    known = tmp_path / "known.toml"
+    known.write_text('[[divergence]]\nclaim = "autodiff.tape.nested"\ntests = ["autodiff/test_a.py::test_nested[*]"]\n'
+                     'exception = "ToleranceExceeded"\nmax_error = 1e-6\nframework = "tensorflow"\n'
+                     'version = "2.20.*"\nreason = "XLA rounding"\nexpires = 2999-12-31\n')
+    assert cli.main(["compare", "--known-divergences", str(known), old, new]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSED" in out and "known divergence UNMATCHED: autodiff.tape.nested" in out
+
+
 def test_an_expired_divergence_is_a_regression_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old = save(tmp_path, "old.json", doc(BASE))
-    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED)))
+    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED), evidences={NESTED: XLA}))
     known = tmp_path / "known.toml"
-    known.write_text('[[divergence]]\nclaim = "autodiff.tape.nested"\nreason = "r"\nexpires = 2001-01-01\n')
+    known.write_text('[[divergence]]\nclaim = "autodiff.tape.nested"\ntests = ["autodiff/*"]\nexception = "AssertionError"\n'
+                     'versions = { numpy = "2.*" }\nreason = "r"\nexpires = 2001-01-01\n')
     assert cli.main(["compare", "--known-divergences", str(known), old, new]) == 1
     assert "known divergence EXPIRED on 2001-01-01: autodiff.tape.nested" in capsys.readouterr().out
 

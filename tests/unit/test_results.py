@@ -58,13 +58,6 @@ TF, TORCH = {"framework": "tf", "device": "cpu"}, {"framework": "torch", "device
 # ------------------------------------------------------------------ verdicts
 
 
-def test_assertions_are_violations_everything_else_is_an_error() -> None:
-    assert results.is_violation(AssertionError("x"))
-    assert not results.is_violation(RuntimeError("worker crashed"))
-    assert results.is_violation(ExceptionGroup("two", [AssertionError("a"), AssertionError("b")]))
-    assert not results.is_violation(ExceptionGroup("mixed", [AssertionError("a"), OSError("b")]))
-
-
 def test_worst_verdict_orders_error_over_violated_over_not_applicable() -> None:
     assert results.worst([results.HOLDS, results.NOT_APPLICABLE]) == results.NOT_APPLICABLE
     assert results.worst([results.VIOLATED, results.NOT_APPLICABLE, results.HOLDS]) == results.VIOLATED
@@ -178,15 +171,39 @@ def test_a_long_matrix_folds_claims_that_hold_everywhere_into_one_line_per_area(
     rows[7] = ("a::7", "autodiff.topic.c07", results.VIOLATED, TF)
     rows.append(("d::x", "data.topic.c00", results.NOT_APPLICABLE, TORCH))
     lines = results.matrix_lines(doc_of(rows), width=100)
-    body = [line.split() for line in lines[1:-3]]
+    body = [line.split() for line in lines[1:-4]]
     assert body == [
         ["autodiff.*", "(30", "claims)", "29/30", "."],
         ["autodiff.topic.c07", "FAIL", "."],
         ["data.*", "(15", "claims)", "15/15", "0/1"],
         ["data.topic.c00", "ok", "n/a"],
     ]
-    assert "folded per area" in lines[-3]
+    assert "folded per area" in " ".join(lines[-4:-2])
     assert len(lines) <= 10
+
+
+def test_strategies_are_sub_rows_and_the_matrix_of_every_claim_fits_120_columns() -> None:
+    """Every registered claim, on both frameworks and every strategy it takes, one failing
+    each: columns are framework/device only, strategies sub-rows, full claim ids."""
+    from pytest_dlconform import claims as registry
+    from pytest_dlconform import settings as opts
+
+    rows = []
+    for i, (cid, claim) in enumerate(sorted(registry.registry().items())):
+        for fw in claim.frameworks:
+            short = {"tensorflow": "tf", "torch": "torch"}[fw]
+            strategies = opts.STRATEGY_CHOICES[fw] if cid.startswith("distributed.") else ("",)
+            for strategy in strategies:
+                params = {"framework": short, "device": "cpu", **({"strategy": strategy} if strategy else {})}
+                verdict = results.VIOLATED if strategy in ("", "mirrored", "ddp") and i % 3 == 0 else results.HOLDS
+                rows.append((f"{cid}::{short}-{strategy}", cid, verdict, params))
+        rows.append((f"{cid}::both", cid, results.HOLDS, {"framework": "tf+torch", "device": "cpu"}))
+    lines = results.matrix_lines(doc_of(rows))
+    assert max(len(line) for line in lines) <= 120, max(lines, key=len)
+    assert lines[0].split() == ["tf+torch/cpu", "tf/cpu", "torch/cpu", "margin"]
+    labels = [line.split()[0] for line in lines[1:] if line.startswith("  ")]
+    assert all("~" not in label for label in labels)  # full claim ids, never cut
+    assert any(line.split()[1].startswith("[mirrored]") for line in lines[1:] if line.startswith("  distributed."))
 
 
 # ------------------------------------------------------------------ known divergences
@@ -195,84 +212,6 @@ def test_a_long_matrix_folds_claims_that_hold_everywhere_into_one_line_per_area(
 def write(path: Path, text: str) -> str:
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return str(path)
-
-
-def test_divergence_file_errors_are_one_line(tmp_path: Path) -> None:
-    cases = {
-        "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\n": "'expires' is required",
-        "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\nexpires = 'soon'\n": "expires 'soon' is not a date",
-        "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\nexpires = 2030-01-01\nfrmework = 'tf'\n": "unknown keys",
-        "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\nexpires = 2030-01-01\nversion = '2.*'\n": "'version' needs 'framework'",
-        "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\nexpires = 2030-01-01\nframework = 'jax'\n": "is not one of tensorflow",
-        "claim = 1\n": "unknown tables",
-        "[[divergence]\n": "not valid TOML",
-    }
-    for i, (text, message) in enumerate(cases.items()):
-        path = write(tmp_path / f"d{i}.toml", text)
-        with pytest.raises(divergences.DivergenceError, match=message) as info:
-            divergences.load(path)
-        assert "\n" not in str(info.value)
-    with pytest.raises(divergences.DivergenceError, match="no such file"):
-        divergences.load(str(tmp_path / "missing.toml"))
-
-
-def test_divergences_mark_matching_violations_expected_and_report_the_rest(tmp_path: Path) -> None:
-    doc = doc_of([
-        ("a::tf", "execution.function.eager-equivalence", results.VIOLATED, TF),
-        ("a::torch", "execution.function.eager-equivalence", results.VIOLATED, TORCH),
-        ("b::tf", "autodiff.tape.watch", results.VIOLATED, TF),
-        ("c::tf", "autodiff.tape.nested", results.HOLDS, TF),
-    ])
-    path = write(tmp_path / "known.toml", """
-        [[divergence]]
-        claim = "execution.function.*"
-        framework = "tensorflow"
-        version = "2.21.*"
-        reason = "oneDNN fusion"
-        expires = 2030-01-01
-
-        [[divergence]]
-        claim = "autodiff.tape.watch"
-        reason = "old bug"
-        expires = 2020-01-01
-
-        [[divergence]]
-        claim = "autodiff.tape.nested"
-        reason = "fixed upstream"
-        expires = 2030-01-01
-
-        [[divergence]]
-        claim = "autodiff.*"
-        framework = "tensorflow"
-        version = "2.20.*"
-        reason = "only on 2.20"
-        expires = 2030-01-01
-    """)
-    statuses = divergences.apply(doc, divergences.load(path), today=dt.date(2026, 1, 1))
-    assert [s["status"] for s in statuses] == ["applied", "expired", "unmatched", "other stack"]
-    tests = {t["nodeid"]: t for c in doc["claims"].values() for t in c["tests"]}
-    assert tests["a::tf"]["expected"] == "oneDNN fusion"
-    assert tests["a::torch"]["expected"] is None  # the entry is for TensorFlow only
-    assert tests["b::tf"]["expected"] is None  # expired: a violation again
-    assert doc["claims"]["execution.function.eager-equivalence"]["expected"] is None  # torch still violates
-    assert doc["counts"]["expected"] == {"tests": 1, "claims": 0}
-    assert statuses[1]["tests"] == ["b::tf"]
-    lines = divergences.status_lines(statuses)
-    assert lines[1].startswith("known divergence EXPIRED on 2020-01-01: autodiff.tape.watch")
-    assert "still violated by 1 test(s)" in lines[1]
-    assert lines[2].startswith("known divergence UNMATCHED: autodiff.tape.nested")
-    assert lines[3].endswith("tensorflow is 2.21.0, the entry is for 2.20.*")
-    assert [s["claim"] for s in divergences.problems(statuses)] == ["autodiff.tape.watch", "autodiff.tape.nested"]
-
-
-def test_expected_cells_show_as_exp_in_the_matrix(tmp_path: Path) -> None:
-    doc = doc_of([("a::tf", "autodiff.tape.watch", results.VIOLATED, TF)])
-    path = write(tmp_path / "k.toml", "[[divergence]]\nclaim='autodiff.tape.watch'\nreason='r'\nexpires=2999-01-01\n")
-    divergences.apply(doc, divergences.load(path))
-    lines = results.matrix_lines(doc)
-    assert lines[1].split() == ["autodiff.tape.watch", "exp"]
-    assert lines[-2] == "tests: 0 holds, 1 violated (1 expected), 0 not applicable, 0 error"
-    assert doc["claims"]["autodiff.tape.watch"]["expected"] == "r"
 
 
 # ------------------------------------------------------------------ atomic writes

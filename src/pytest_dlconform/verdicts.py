@@ -1,0 +1,156 @@
+"""Each claim test's verdict, written onto its pytest reports in the process that ran it.
+
+pytest's own vocabulary tells the truth (README, "What a run tells you"):
+
+=================  ===================================================================
+pytest outcome     dlconform verdict
+=================  ===================================================================
+passed             holds
+failed             violated: an oracle failed, or the framework raised (outcomes.py)
+xfailed            violated, and a live known divergence pins exactly this symptom
+skipped            not applicable, with the exact reason
+error              harness error: fixtures, our processes and deadlines, an install
+                   that cannot import; in the call phase too (``pytest_report_teststatus``)
+=================  ===================================================================
+
+The verdict, claim, parameters, evidence (with the exception, if any) and reproduction
+travel in ``report.user_properties``: through xdist, into JUnit XML and the JSON report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import warnings
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pytest
+
+from . import budgets, outcomes, results
+from .results import PROP_CLAIM, PROP_EVIDENCE, PROP_EXPECTED, PROP_PARAMS, PROP_REPRO, PROP_VERDICT
+
+if TYPE_CHECKING:
+    from .session import Run
+
+WARNINGS_KEY = pytest.StashKey[dict[str, int]]()
+SHRINK_KEY = pytest.StashKey[list[str]]()
+MAX_WARNING_KINDS = 20  # distinct warnings kept per test in the report
+
+
+def _info(item: pytest.Item) -> Any:
+    from .session import ITEM_KEY
+
+    return item.stash.get(ITEM_KEY, None)
+
+
+def is_claim_report(report: Any) -> bool:
+    return any(name == PROP_CLAIM for name, _ in getattr(report, "user_properties", ()) or ())
+
+
+# ------------------------------------------------------------------ around each phase
+
+
+@contextlib.contextmanager
+def phase_warnings(item: pytest.Item, run: Run | None) -> Iterator[None]:
+    """Count a claim test's warnings per kind into its evidence instead of pytest's summary
+    (framework deprecation warnings would fill it); ``-v`` shows them as usual."""
+    if run is None or _info(item) is None:
+        yield
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        yield
+    counts = item.stash.setdefault(WARNINGS_KEY, {})
+    for w in caught:
+        key = f"{w.category.__name__}: {str(w.message).splitlines()[0][:160] if str(w.message) else ''}"
+        if key in counts or len(counts) < MAX_WARNING_KINDS:
+            counts[key] = counts.get(key, 0) + 1
+    if item.config.get_verbosity() > 0:
+        for w in caught:  # hand them on to pytest's own warnings summary
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+@contextlib.contextmanager
+def bounded_shrinking(item: pytest.Item, run: Run | None) -> Iterator[None]:
+    if run is None or _info(item) is None or run.config.getoption("hypothesis_profile", None):
+        yield
+        return
+    with budgets.bounded_shrinking(budgets.SHRINK_SECONDS.get(run.settings.profile)) as notes:
+        yield
+    if notes:
+        item.stash[SHRINK_KEY] = notes
+
+
+# ------------------------------------------------------------------ reports
+
+
+def phase_verdict(report: pytest.TestReport, call: pytest.CallInfo[None]) -> str:
+    if report.passed:
+        return results.HOLDS
+    if report.skipped:
+        return results.NOT_APPLICABLE
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if report.when == "call" and exc is not None:
+        return outcomes.classify(exc)
+    return results.ERROR
+
+
+def annotate(run: Run, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Verdict, evidence, divergence and reproduction of one phase, on its report."""
+    from .session import EVIDENCE_KEY, VERDICT_KEY
+
+    info = _info(item)
+    if info is None:
+        return
+    # Each phase's verdict is the worst so far, so the teardown report (the one JUnit XML
+    # takes user properties from) carries the test's final verdict.
+    verdict = results.worst([item.stash.get(VERDICT_KEY, results.HOLDS), phase_verdict(report, call)])
+    item.stash[VERDICT_KEY] = verdict
+    props: list[tuple[str, Any]] = [(PROP_CLAIM, info.claim), (PROP_PARAMS, info.params), (PROP_VERDICT, verdict)]
+    recorder = item.stash.get(EVIDENCE_KEY, None)
+    exc = call.excinfo.value if call.excinfo is not None and report.when == "call" else None
+    if report.when == "call":
+        evidence = recorder.as_dict() if recorder is not None else {"checks": {}, "notes": {}}
+        _add_observations(item, evidence, exc)
+        props.append((PROP_EVIDENCE, json.dumps(evidence, sort_keys=True)))
+        if verdict == results.VIOLATED and exc is not None and report.failed:
+            _known_divergence(run, item, info, exc, evidence, report, props)
+    if verdict in (results.VIOLATED, results.ERROR):
+        repro = run.repro(item)
+        props.append((PROP_REPRO, repro))
+        if not hasattr(report, "wasxfail"):
+            report.sections.append(("dlconform reproduction", repro))
+    report.user_properties = [*item.user_properties, *props]
+
+
+def _add_observations(item: pytest.Item, evidence: dict[str, Any], exc: BaseException | None) -> None:
+    notes = evidence.setdefault("notes", {})
+    counts = item.stash.get(WARNINGS_KEY, None)
+    if counts:
+        notes["warnings"] = dict(sorted(counts.items()))
+    shrink = item.stash.get(SHRINK_KEY, None)
+    if shrink:
+        notes["shrinking"] = "; ".join(shrink)
+    if exc is not None and not isinstance(exc, pytest.skip.Exception):
+        evidence["exception"] = outcomes.exception_evidence(exc)
+
+
+def _known_divergence(run: Run, item: pytest.Item, info: Any, exc: BaseException, evidence: dict[str, Any],
+                      report: pytest.TestReport, props: list[tuple[str, Any]]) -> None:
+    """A live entry that pins this test and this symptom: report an xfail, not a failure."""
+    failure = outcomes.failure(exc, evidence)
+    entry = run.match_divergence({"nodeid": item.nodeid, "claim": info.claim, "params": info.params}, failure)
+    if entry is None:
+        return
+    report.outcome = "skipped"
+    report.wasxfail = f"known divergence {entry.key}: {entry.reason}; observed: {failure.describe()}"  # type: ignore[attr-defined]  # pytest's xfail attribute
+    props.append((PROP_EXPECTED, json.dumps({"key": entry.key, "reason": entry.reason, "observed": failure.describe()})))
+
+
+def teststatus(report: Any) -> tuple[str, str, str] | None:
+    """("error", "E", "ERROR") for a call-phase harness failure of a claim test."""
+    if report.when != "call" or not report.failed:
+        return None
+    props = dict(getattr(report, "user_properties", ()) or ())
+    if props.get(PROP_VERDICT) == results.ERROR and PROP_CLAIM in props:
+        return "error", "E", "ERROR"
+    return None

@@ -1,0 +1,260 @@
+"""Known divergences pinned to their symptom, and what an exception in a claim test means.
+
+No framework and no pytest run: entries are parsed from real TOML, failures built from
+real exceptions, statuses computed on report documents made by results.report_document.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_dlconform import divergences, outcomes, results
+from pytest_dlconform.divergences import Failure
+
+TF, TORCH = {"framework": "tf", "device": "cpu"}, {"framework": "torch", "device": "cpu"}
+ENV = {"frameworks": {"tensorflow": "2.21.0", "torch": "2.13.0", "keras": "3.15.1"}, "profile": "ci", "seed": 0,
+       "settings": {"frameworks": ["tensorflow", "torch"], "selected_devices": ["cpu"]}}
+GELU = """
+    [[divergence]]
+    claim = "interop.same-model.activations"
+    tests = ["interop/test_same_model.py::test_activation_computes_its_formula[tf-*]"]
+    exception = "ToleranceExceeded"
+    message = '^tensorflow gelu on .*\\(float64\\)'
+    max_error = 1e-8
+    reason = "float32 1/sqrt(2)"
+    expires = 2999-06-30
+    framework = "tensorflow"
+    version = "2.21.*"
+"""
+NODE = "suites/interop/test_same_model.py::test_activation_computes_its_formula[tf-cpu]"
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return str(path)
+
+
+def gelu_failure(message: str = "tensorflow gelu on [-1, 1] (float64): off", error: float = 5e-9) -> Failure:
+    return Failure(("ToleranceExceeded", "AssertionError", "Exception"), message, (error,))
+
+
+def case(nodeid: str = NODE, claim: str = "interop.same-model.activations", params: dict[str, str] = TF) -> dict:
+    return {"nodeid": nodeid, "claim": claim, "params": params}
+
+
+# ------------------------------------------------------------------ the file
+
+
+def test_divergence_file_errors_are_one_line(tmp_path: Path) -> None:
+    base = "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\nexpires = 2030-01-01\n"
+    pinned = base + "tests = ['a/test_x.py::*']\nexception = 'ValueError'\nversions = { keras = '3.*' }\n"
+    cases = {
+        "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\n": "'expires' is required",
+        "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\nexpires = 'soon'\n": "expires 'soon' is not a date",
+        pinned + "frmework = 'tf'\n": "unknown keys",
+        pinned + "version = '2.*'\n": "'version' needs 'framework'",
+        pinned + "framework = 'jax'\n": "is not one of tensorflow",
+        base + "exception = 'ValueError'\nversions = { keras = '3.*' }\n": "'tests' is required",
+        base + "tests = ['a/*']\nversions = { keras = '3.*' }\n": "pin the symptom",
+        base + "tests = ['a/*']\nmessage = 'x'\nversions = { keras = '3.*' }\n": "pin the symptom",
+        base + "tests = ['a/*']\nmax_error = -1\nversions = { keras = '3.*' }\n": "max_error -1 must be a positive number",
+        base + "tests = ['a/*']\nexception = 'E'\nmessage = '('\nversions = { keras = '3.*' }\n": "not a regular expression",
+        base + "tests = ['a/*']\nexception = 'E'\n": "say which versions the entry is for",
+        "claim = 1\n": "unknown tables",
+        "[[divergence]\n": "not valid TOML",
+    }
+    for i, (text, message) in enumerate(cases.items()):
+        path = write(tmp_path / f"d{i}.toml", text)
+        with pytest.raises(divergences.DivergenceError, match=message) as info:
+            divergences.load(path)
+        assert "\n" not in str(info.value)
+    with pytest.raises(divergences.DivergenceError, match="no such file"):
+        divergences.load(str(tmp_path / "missing.toml"))
+
+
+def test_the_shipped_file_pins_every_entry() -> None:
+    from importlib import resources
+
+    entries = divergences.load(str(resources.files("pytest_dlconform") / "known_divergences.toml"))
+    assert entries and all(e.tests and (e.exception or e.max_error) and (e.version or e.versions) for e in entries)
+
+
+# ------------------------------------------------------------------ the pin
+
+
+def test_an_entry_matches_only_its_tests_its_symptom_and_its_stack(tmp_path: Path) -> None:
+    [entry] = divergences.load(write(tmp_path / "k.toml", GELU))
+    match = divergences.match_failure
+    assert match([entry], case(), gelu_failure(), ENV) is entry
+    # The installed suites' node ids match too (the path up to suites/ is dropped).
+    assert match([entry], case("../site-packages/pytest_dlconform/suites/" + NODE.removeprefix("suites/")),
+                 gelu_failure(), ENV) is entry
+    # Another activation, another dtype, a larger error, another exception: plain violations.
+    assert match([entry], case(), gelu_failure("tensorflow elu on [-1, 1] (float64): off"), ENV) is None
+    assert match([entry], case(), gelu_failure("tensorflow gelu on [-1, 1] (float32): off"), ENV) is None
+    assert match([entry], case(), gelu_failure(error=2e-8), ENV) is None
+    assert match([entry], case(), Failure(("LookupError", "Exception"), "tensorflow gelu (float64)"), ENV) is None
+    # Another test of the same claim, and the same test on torch.
+    other = "suites/interop/test_same_model.py::test_activation_gradient[tf-cpu]"
+    assert match([entry], case(other), gelu_failure(), ENV) is None
+    torch_node = NODE.replace("[tf-cpu]", "[torch-cpu]")
+    assert match([entry], case(torch_node, params=TORCH), gelu_failure(), ENV) is None
+    # Another TensorFlow, or past its expiry.
+    assert match([entry], case(), gelu_failure(), {**ENV, "frameworks": {"tensorflow": "2.22.0"}}) is None
+    assert match([entry], case(), gelu_failure(), ENV, today=dt.date(3000, 1, 1)) is None
+
+
+def test_brackets_in_node_id_globs_are_literal() -> None:
+    entry = divergences.Divergence("a.b", "r", dt.date(2999, 1, 1), tests=("a/test_x.py::test_y[tf-*]",),
+                                   exception="ValueError", versions=(("keras", "*"),))
+    assert entry.selects({"nodeid": "suites/a/test_x.py::test_y[tf-cpu]", "claim": "a.b", "params": TF})
+    assert not entry.selects({"nodeid": "suites/a/test_x.py::test_yt", "claim": "a.b", "params": TF})
+
+
+def test_a_ceiling_pin_never_matches_a_crash() -> None:
+    entry = divergences.Divergence("a.b", "r", dt.date(2999, 1, 1), tests=("*",), max_error=1e-6,
+                                   versions=(("keras", "*"),))
+    assert entry.shows(Failure(("ToleranceExceeded", "AssertionError"), "x", (1e-7,)))
+    assert not entry.shows(Failure(("RuntimeError", "Exception"), "x", (1e-7,)))
+    assert not entry.shows(Failure(("ToleranceExceeded", "AssertionError"), "x", ()))  # nothing observed
+
+
+# ------------------------------------------------------------------ statuses after the run
+
+
+def doc_of(rows: list[tuple[str, str, str, dict[str, str]]]) -> dict:
+    collector = results.Collector()
+    for nodeid, claim, verdict, params in rows:
+        collector.tests[nodeid] = results.TestResult(nodeid, claim, params, verdict=verdict)
+    return results.report_document(collector, ENV, {})
+
+
+def test_statuses_applied_expired_unmatched_not_selected_other_stack(tmp_path: Path) -> None:
+    doc = doc_of([
+        (NODE, "interop.same-model.activations", results.VIOLATED, TF),
+        ("suites/autodiff/test_t.py::test_watch[tf-cpu]", "autodiff.tape.watch", results.VIOLATED, TF),
+        ("suites/autodiff/test_t.py::test_nested[tf-cpu]", "autodiff.tape.nested", results.HOLDS, TF),
+    ])
+    [gelu] = divergences.load(write(tmp_path / "g.toml", GELU))
+    test_doc = doc["claims"]["interop.same-model.activations"]["tests"][0]
+    test_doc["divergence"], test_doc["expected"] = gelu.key, gelu.reason  # as the worker recorded it
+    path = write(tmp_path / "k.toml", GELU + """
+        [[divergence]]
+        claim = "autodiff.tape.watch"
+        tests = ["autodiff/test_t.py::test_watch*"]
+        exception = "ValueError"
+        versions = { keras = "3.15.*" }
+        reason = "old bug"
+        expires = 2020-01-01
+
+        [[divergence]]
+        claim = "autodiff.tape.nested"
+        tests = ["autodiff/test_t.py::test_nested*"]
+        exception = "ValueError"
+        versions = { keras = "3.15.*" }
+        reason = "fixed upstream"
+        expires = 2999-01-01
+
+        [[divergence]]
+        claim = "data.*"
+        tests = ["data/*"]
+        exception = "ValueError"
+        versions = { keras = "3.15.*" }
+        reason = "not in this run"
+        expires = 2999-01-01
+
+        [[divergence]]
+        claim = "autodiff.*"
+        tests = ["autodiff/*"]
+        exception = "ValueError"
+        framework = "tensorflow"
+        version = "2.20.*"
+        reason = "only on 2.20"
+        expires = 2999-01-01
+    """)
+    statuses = divergences.apply(doc, divergences.load(path), today=dt.date(2026, 1, 1))
+    assert [s["status"] for s in statuses] == ["applied", "expired", "unmatched", "not selected", "other stack"]
+    assert doc["counts"]["expected"] == {"tests": 1, "claims": 1}
+    assert statuses[1]["tests"] == ["suites/autodiff/test_t.py::test_watch[tf-cpu]"]
+    lines = divergences.status_lines(statuses)
+    assert lines[1].startswith("known divergence EXPIRED on 2020-01-01: autodiff.tape.watch")
+    assert "still violated by 1 test(s)" in lines[1]
+    assert lines[2].startswith("known divergence UNMATCHED: autodiff.tape.nested")
+    assert "its 1 test(s) ran: holds, none with ValueError" in lines[2]
+    assert lines[3].startswith("known divergence not selected: data.*")
+    assert lines[4].endswith("tensorflow is 2.21.0, the entry is for 2.20.*")
+    assert [s["claim"] for s in divergences.problems(statuses)] == ["autodiff.tape.watch", "autodiff.tape.nested"]
+
+
+def test_expected_cells_show_as_exp_in_the_matrix(tmp_path: Path) -> None:
+    doc = doc_of([(NODE, "interop.same-model.activations", results.VIOLATED, TF)])
+    t = doc["claims"]["interop.same-model.activations"]["tests"][0]
+    t["evidence"] = {"checks": {"gelu (float64)": {"observed": 5e-9, "tolerance": 1e-14, "margin": 5e5}},
+                     "exception": {"types": ["ToleranceExceeded", "AssertionError"],
+                                   "message": "tensorflow gelu on [-1, 1] (float64): off"}}
+    divergences.apply(doc, divergences.load(write(tmp_path / "k.toml", GELU)))  # matched from the evidence
+    lines = results.matrix_lines(doc)
+    assert lines[1].split() == ["interop.same-model.activations", "exp", "5e+05"]
+    assert doc["claims"]["interop.same-model.activations"]["expected"] == "float32 1/sqrt(2)"
+
+
+# ------------------------------------------------------------------ what an exception means
+
+
+class TaskError(Exception):  # stands in by name, as remote errors arrive: outcomes judges by class name
+    def __init__(self, *errors: object) -> None:
+        super().__init__("rank program raised")
+        self.errors = errors
+
+
+class Remote:
+    def __init__(self, type_: str, message: str = "") -> None:
+        self.type, self.message = type_, message
+
+
+def test_framework_exceptions_in_the_call_are_violations_harness_failures_errors() -> None:
+    from pytest_dlconform.frameworks import HarnessError
+
+    V, E = results.VIOLATED, results.ERROR
+    cases = [
+        (AssertionError("off"), V),
+        (TypeError("unsupported operand type(s) for *: 'NoneType' and 'float'"), V),  # a None gradient used
+        (ValueError("Attempt to convert a value (PerReplica...)"), V),  # the framework raised
+        (RuntimeError("Unable to load SavedModel"), V),
+        (HarnessError("rank 1 did not arrive"), E),
+        (ImportError("No module named 'onnxruntime'"), E),
+        (ModuleNotFoundError("No module named 'x'"), E),
+        (NameError("name 'np' is not defined"), E),  # a bug in the test's own text
+        (KeyboardInterrupt(), E),
+        (ExceptionGroup("two", [AssertionError("a"), ValueError("b")]), V),
+        (ExceptionGroup("mixed", [AssertionError("a"), HarnessError("b")]), E),
+        (TaskError(Remote("ValueError", "fit raised")), V),
+        (TaskError(Remote("tensorflow.python.framework.errors_impl.InvalidArgumentError")), V),
+        (TaskError(Remote("ValueError"), Remote("ClusterError")), E),
+        (TaskError(), E),
+    ]
+    for exc, verdict in cases:
+        assert outcomes.classify(exc) == verdict, exc
+    with pytest.raises(pytest.fail.Exception) as info:
+        pytest.fail("claim violated")
+    assert outcomes.classify(info.value) == V
+
+
+def test_hypothesis_refusing_a_test_is_a_harness_error() -> None:
+    from hypothesis.errors import FailedHealthCheck, Unsatisfiable
+
+    assert outcomes.classify(FailedHealthCheck("too slow")) == results.ERROR
+    assert outcomes.classify(Unsatisfiable("no examples")) == results.ERROR
+
+
+def test_the_failure_of_a_remote_error_is_its_type_and_message() -> None:
+    failure = outcomes.failure(TaskError(Remote("a.b.ValueError", "PerReplica")),
+                               {"checks": {"x": {"observed": 2.0, "tolerance": 1.0, "margin": 2.0},
+                                           "y": {"observed": 0.1, "tolerance": 1.0, "margin": 0.1}}})
+    assert failure == Failure(("ValueError",), "PerReplica", (2.0,))
+    evidence = outcomes.exception_evidence(ValueError("bad"))
+    assert evidence["types"] == ["ValueError", "Exception"] and evidence["message"] == "bad"
