@@ -76,5 +76,20 @@ def dl_groups() -> Iterator[GroupPool]:
 
 @pytest.fixture(scope="session")
 def dl_timeout(dl_settings: Any) -> float:
+@pytest.fixture(autouse=True)
+def _dl_gpu_turn(request: pytest.FixtureRequest) -> Iterator[None]:
+    """On multi-gpu, every xdist worker sees every GPU: its multi-GPU tests take the run's
+    GPU lock, so no two workers run NCCL groups or Mirrored replicas on them at once."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is None or callspec.params.get("dl_device") != "multi-gpu":
+        yield
+        return
+    from pytest_dlconform.devices import gpu_lock
+    from pytest_dlconform.plugin import KEY
+
+    with gpu_lock(getattr(request.config.stash[KEY], "gpu_lock", None)):
+        yield
+
+
     """The deadline of each multi-process start and call (--dl-timeout)."""
     return float(dl_settings.timeout)

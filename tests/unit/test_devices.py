@@ -39,15 +39,17 @@ def test_multi_gpu_needs_two():
 
 
 def test_cuda_visible_devices_is_honoured_like_cuda_does():
-    names, ids = ["A", "B", "C"], ["0", "1", "2"]
-    assert devices._apply_visible(names, ids, "2,0") == (["C", "A"], ["2", "0"])
-    assert devices._apply_visible(names, ids, "") == ([], [])
-    assert devices._apply_visible(names, ids, "1,7,2") == (["B"], ["1"])  # CUDA stops at the first bad id
+    # more forms (UUIDs, prefixes, MIG, CUDA_DEVICE_ORDER) in test_devices_gpu.py
+    gpus = [devices.PhysicalGpu(str(i), f"GPU-{c}", f"0000:{i:02x}:00.0", c) for i, c in enumerate("ABC")]
+    assert devices.apply_visible(gpus, "2,0")[:2] == ([gpus[2], gpus[0]], ["2", "0"])
+    assert devices.apply_visible(gpus, "")[:2] == ([], [])
+    assert devices.apply_visible(gpus, "1,7,2")[:2] == ([gpus[1]], ["1"])  # CUDA stops at the first bad id
 
 
-def test_workers_get_gpus_round_robin_unless_multi_gpu():
+def test_workers_get_gpus_round_robin_home_first_on_multi_gpu():
     assert [devices.worker_gpus(i, 3, ("gpu",), TWO) for i in range(3)] == ["0", "1", "0"]
-    assert devices.worker_gpus(1, 2, ("multi-gpu",), TWO) == "0,1"
+    assert devices.worker_gpus(0, 2, ("multi-gpu",), TWO) == "0,1"
+    assert devices.worker_gpus(1, 2, ("multi-gpu",), TWO) == "1,0"  # its own GPU is its cuda:0
     assert devices.worker_gpus(0, 2, ("cpu",), TWO) == ""
 
 

@@ -17,6 +17,9 @@ _DEVICE_KINDS = {"cpu": "CPU", "gpu": "GPU", "multi-gpu": "GPU"}
 class TensorFlowAdapter:
     name = "tensorflow"
     short = "tf"
+    # Logical GPUs to split a single visible GPU into (set by the run, devices.logical_gpus).
+    logical_gpus = 1
+    LOGICAL_GPU_MB = 2048  # per logical GPU: the suites' models and batches need megabytes
 
     def __init__(self) -> None:
         self._tf: Any = None
@@ -63,8 +66,16 @@ class TensorFlowAdapter:
                 tf.config.set_logical_device_configuration(
                     cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(self._logical_cpus)]
                 )
-            for gpu in tf.config.list_physical_devices("GPU"):
-                tf.config.experimental.set_memory_growth(gpu, True)
+            gpus = tf.config.list_physical_devices("GPU")
+            if self.logical_gpus > 1 and len(gpus) == 1:
+                # TensorFlow's way to run multi-GPU code on one GPU; memory growth and
+                # logical devices exclude each other, so each gets a fixed share instead.
+                tf.config.set_logical_device_configuration(gpus[0], [
+                    tf.config.LogicalDeviceConfiguration(memory_limit=self.LOGICAL_GPU_MB)
+                    for _ in range(self.logical_gpus)])
+            else:
+                for gpu in gpus:
+                    tf.config.experimental.set_memory_growth(gpu, True)
         except RuntimeError as exc:
             raise HarnessError(
                 "TensorFlow was initialised before dlconform could configure its logical devices and "
