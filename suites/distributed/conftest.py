@@ -74,8 +74,6 @@ def dl_groups() -> Iterator[GroupPool]:
         pool.close()
 
 
-@pytest.fixture(scope="session")
-def dl_timeout(dl_settings: Any) -> float:
 @pytest.fixture(autouse=True)
 def _dl_gpu_turn(request: pytest.FixtureRequest) -> Iterator[None]:
     """On multi-gpu, every xdist worker sees every GPU: its multi-GPU tests take the run's
@@ -91,5 +89,7 @@ def _dl_gpu_turn(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session")
+def dl_timeout(dl_settings: Any) -> float:
     """The deadline of each multi-process start and call (--dl-timeout)."""
     return float(dl_settings.timeout)
