@@ -73,8 +73,11 @@ class StrategyHandle:
         ad = adapter(self.framework)
         if self.device == "cpu":
             kind, count = "cpu", self.world_size
+        elif self.device == "multi-gpu" or (self.framework == "tensorflow" and getattr(ad, "logical_gpus", 1) > 1):
+            # multi-gpu: one GPU per replica; gpu: TensorFlow's logical GPUs of the one GPU
+            kind, count = "gpu", self.world_size
         else:
-            kind, count = "gpu", self.world_size if self.device == "multi-gpu" else 1
+            kind, count = "gpu", 1
         if self.framework == "torch":
             return ["cpu"] * count if kind == "cpu" else [ad.device(kind, i) for i in range(count)]
         return [ad.device(kind, i) for i in range(count)]
@@ -101,8 +104,11 @@ class StrategyHandle:
         raise HarnessError(f"{self.name} runs in separate processes: use pytest_dlconform.cluster to launch it")
 
     def torch_backend(self) -> str:
-        """gloo on CPU, NCCL on GPUs (one GPU per rank, as NCCL requires)."""
-        return "gloo" if self.device == "cpu" else "nccl"
+        """gloo on CPU; NCCL on multi-gpu (one GPU per rank, as NCCL requires: it refuses
+        two ranks on one device); on gpu the ranks share the one GPU over gloo, which
+        serves all_reduce and broadcast on CUDA tensors (torch.distributed's backend
+        table), so DDP runs and the other collectives are not applicable (TORCH_GLOO_CUDA)."""
+        return "nccl" if self.device == "multi-gpu" else "gloo"
 
 
 _MIRRORED: dict[tuple[str, ...], Any] = {}
@@ -158,11 +164,20 @@ def child_threads(world_size: int) -> int:
 
 
 def _gpu_env(handle: StrategyHandle, rank: int) -> dict[str, str]:
-    """One GPU per rank on GPU runs (NCCL needs exclusive devices); no GPU on CPU runs."""
+    """One GPU per rank on multi-gpu runs (NCCL needs exclusive devices); on gpu every
+    rank gets this process's first GPU (torch ranks share it over gloo); none on cpu.
+    The run pins CUDA_VISIBLE_DEVICES (session.Run) whenever it uses GPUs."""
     if handle.device == "cpu":
         return {"CUDA_VISIBLE_DEVICES": ""}
     visible = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-    return {"CUDA_VISIBLE_DEVICES": visible[rank]} if rank < len(visible) else {}
+    index = rank if handle.device == "multi-gpu" else 0
+    return {"CUDA_VISIBLE_DEVICES": visible[index]} if index < len(visible) else {}
+
+
+# torch.distributed's backend table: on CUDA tensors gloo implements these only.
+TORCH_GLOO_CUDA = frozenset({"all_reduce", "broadcast"})
+GLOO_CUDA_REASON = ("on --dl-device=gpu the torch ranks share the one GPU: NCCL refuses two ranks on one device, "
+                    "and gloo implements only all_reduce and broadcast on CUDA tensors")
 
 
 def require_gpus_per_rank(handle: StrategyHandle, world_size: int) -> None:
@@ -172,6 +187,10 @@ def require_gpus_per_rank(handle: StrategyHandle, world_size: int) -> None:
     if handle.device == "cpu":
         return
     visible = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+    if handle.framework == "torch" and handle.device == "gpu" and visible:
+        if handle.name == "fsdp":  # all_gather_into_tensor / reduce_scatter_tensor: not on gloo CUDA
+            pytest_dlconform.not_applicable(f"fsdp: {GLOO_CUDA_REASON}; FSDP needs all-gather and reduce-scatter")
+        return  # gloo ranks share the GPU
     have = len(visible) if handle.device == "multi-gpu" else min(1, len(visible))
     if have < world_size:
         pytest_dlconform.not_applicable(
@@ -396,8 +415,9 @@ def torch_setup(ctx: WorkerContext, cfg: dict[str, Any]) -> dict[str, Any]:
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg["threads"]))
     device = "cpu"
-    if cfg["backend"] == "nccl":
-        local = int(cfg.get("local_rank", 0)) if cfg.get("init_method") else 0
+    if cfg["backend"] == "nccl" or cfg.get("device") == "gpu":
+        # NCCL: this rank's own GPU; gloo on gpu: the GPU all ranks share (cuda:0 of each)
+        local = int(cfg.get("local_rank", 0)) if cfg.get("init_method") and cfg["backend"] == "nccl" else 0
         torch.cuda.set_device(local)
         device = f"cuda:{local}"
     init = cfg["init_method"] or f"file://{os.environ['DLCONFORM_GROUP_DIR']}/rendezvous"
@@ -1035,8 +1055,9 @@ def sampler_batches(case: TrainCase, world_size: int) -> list[list[tuple[int, ..
     _ = adapter("torch").module  # the configured torch (threads) before anything of it runs
     from torch.utils.data import DistributedSampler
 
-    shards = [list(DistributedSampler(range(len(case.x)), num_replicas=world_size, rank=r, shuffle=False,
-                                      drop_last=case.drop_last)) for r in range(world_size)]
+    with adapter("torch").module.device("cpu"):  # a sampler's draws belong on the host whatever the default device
+        shards = [list(DistributedSampler(range(len(case.x)), num_replicas=world_size, rank=r, shuffle=False,
+                                          drop_last=case.drop_last)) for r in range(world_size)]
     steps = -(-len(shards[0]) // case.rank_batch) if shards[0] else 0
     b = case.rank_batch
     return [[tuple(int(i) for i in shard[s * b:(s + 1) * b]) for shard in shards] for s in range(steps)]
@@ -1066,11 +1087,30 @@ def torch_stall(ctx: WorkerContext, spec: dict[str, Any]) -> dict[str, Any]:
     """A collective that one rank never joins: every rank creates a group with
     ``spec["timeout"]`` (new_group is itself collective), then rank ``spec["absent"]``
     sleeps ``spec["sleep"]`` seconds instead of calling all_reduce; the others call it and
-    report how torch ended the call and after how long."""
+    report how torch ended the call and after how long.
+
+    A collective's return means it was enqueued, not done: NCCL returns at once and runs
+    it on a stream, and a later read (``.tolist()``) would block until the watchdog kills
+    the rank, a crash instead of the timeout's error. So the call is made asynchronous on
+    every backend (gloo too, where it shows the same semantics without a GPU) and the rank
+    waits on its work handle, the documented way to wait for completion. NCCL raises the
+    timeout on that wait only with TORCH_NCCL_BLOCKING_WAIT=1, read when the group is
+    created ("when TORCH_NCCL_BLOCKING_WAIT is set, this is the duration for which the
+    process will block and wait for collectives to complete before throwing an exception";
+    otherwise "collectives will be aborted asynchronously and the process will crash").
+    ``spec["wait"] = False`` reads the result without waiting: the meta-tests' wrong code."""
     import torch
     import torch.distributed as dist
 
-    group = dist.new_group(list(range(ctx.world_size)), timeout=datetime.timedelta(seconds=float(spec["timeout"])))
+    previous = os.environ.get(BLOCKING_WAIT)
+    os.environ[BLOCKING_WAIT] = "1"
+    try:
+        group = dist.new_group(list(range(ctx.world_size)), timeout=datetime.timedelta(seconds=float(spec["timeout"])))
+    finally:
+        if previous is None:
+            os.environ.pop(BLOCKING_WAIT, None)
+        else:
+            os.environ[BLOCKING_WAIT] = previous
     if ctx.rank == spec["absent"]:
         time.sleep(float(spec["sleep"]))
         return {"absent": True}
@@ -1078,7 +1118,29 @@ def torch_stall(ctx: WorkerContext, spec: dict[str, Any]) -> dict[str, Any]:
     ctx.arrive("all_reduce")
     start = time.monotonic()
     try:
-        dist.all_reduce(x, group=group)
+        work = dist.all_reduce(x, group=group, async_op=True)
+        if spec.get("wait", True):
+            work.wait()
     except Exception as exc:  # noqa: BLE001 - the outcome under test
-        return {"error": f"{type(exc).__name__}: {_first_line(exc)}", "elapsed": time.monotonic() - start}
+        return {"error": f"{type(exc).__name__}: {_first_line(exc)}", "elapsed": time.monotonic() - start,
+                "runtime_error": isinstance(exc, RuntimeError)}
     return {"error": None, "elapsed": time.monotonic() - start, "value": x.tolist()}
+
+
+BLOCKING_WAIT = "TORCH_NCCL_BLOCKING_WAIT"
+
+
+def stall_problems(per_rank: dict[int, dict[str, Any]], absent: int) -> list[str]:
+    """What is wrong with the waiting ranks' outcomes of :func:`torch_stall`: each must
+    have raised torch's own timeout error (a RuntimeError saying it timed out)."""
+    problems = []
+    for rank, out in sorted(per_rank.items()):
+        if rank == absent:
+            continue
+        if out["error"] is None:
+            problems.append(f"rank {rank}: all_reduce without rank {absent} returned {out.get('value')} after "
+                            f"{out['elapsed']:.1f} s, but should raise")
+        elif not out.get("runtime_error") or "imed out" not in out["error"]:
+            problems.append(f"rank {rank}: all_reduce without rank {absent} raised {out['error']}, but should raise "
+                            "torch's timeout error (a RuntimeError)")
+    return problems

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from .frameworks import HarnessError
 
 RESULT_MARKER = "__DLCONFORM_RESULT__"
+GROWTH_VAR = "TF_FORCE_GPU_ALLOW_GROWTH"
 
 
 def run_python(code: str, *, timeout: float, env: Mapping[str, str] | None = None,
@@ -31,7 +32,9 @@ def run_python(code: str, *, timeout: float, env: Mapping[str, str] | None = Non
         "import json as _j, sys as _s\n"
         f"def emit(obj):\n    _s.stdout.write({RESULT_MARKER!r} + _j.dumps(obj) + '\\n'); _s.stdout.flush()\n"
     )
-    full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    # A TensorFlow in the child must not try to take all of a GPU's memory, which the
+    # parent (or a sibling) already uses: allocate as needed, unless the user decided.
+    full_env = {GROWTH_VAR: "true", **os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", prelude + code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=full_env, cwd=cwd, start_new_session=True,
