@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
+from pytest_dlconform.determinism import deterministic_kernels
 from pytest_dlconform.inputs import budget
 
 CLAIM = "modules.keras.apis"
@@ -71,7 +72,7 @@ layer_specs = st.lists(st.tuples(st.integers(1, 8), st.sampled_from(sorted(ACTIV
 @pytest.mark.claim(CLAIM)
 @budget(6)
 @given(dim=st.integers(1, 6), spec=layer_specs, batch=st.integers(2, 5), seed=st.integers(0, 2**32 - 1))
-def test_functional_sequential_and_subclassed_agree(tf, dim, spec, batch, seed):
+def test_functional_sequential_and_subclassed_agree(tf, dl_device, dim, spec, batch, seed):
     import keras
 
     functional, sequential, sub = _models(keras, dim, spec)
@@ -89,8 +90,12 @@ def test_functional_sequential_and_subclassed_agree(tf, dim, spec, batch, seed):
     x = rng.normal(size=(batch, dim)).astype(np.float32)
     want = np.asarray(functional(x))
     for training in (False, True):
-        ref = np.asarray(functional(x, training=training))
-        for name, model in (("Sequential", sequential), ("subclassed", sub)):
-            assert_equal(np.asarray(model(x, training=training)), ref, what=f"{name} vs functional output (training={training})")
-    assert_close(want, _numpy_forward(x, weights, spec), tolerance("float32", ops=6 * len(spec), reduction=8),
+        with deterministic_kernels(dl_device):  # bitwise on a GPU: the same kernels, deterministically
+            ref = np.asarray(functional(x, training=training))
+            outs = {name: np.asarray(model(x, training=training)) for name, model in (("Sequential", sequential), ("subclassed", sub))}
+        for name, out in outs.items():
+            assert_equal(out, ref, what=f"{name} vs functional output (training={training})")
+    # Dense layers are float32 matmuls: TF32 on a GPU where Keras's backend allows it.
+    assert_close(want, _numpy_forward(x, weights, spec),
+                 tolerance("float32", ops=6 * len(spec), reduction=8, device=dl_device, framework="keras", matmul=True),
                  what="functional model vs float64 numpy")

@@ -40,18 +40,19 @@ def _sigma_max(w: np.ndarray) -> float:
     return float(np.linalg.svd(np.asarray(w, np.float64).reshape(-1, np.shape(w)[-1]), compute_uv=False)[0])
 
 
-def _sigma_tol(rows: int, cols: int):
-    # A float32 power iteration: matrix-vector products over up to max(rows, cols) terms.
-    return tolerance("float32", ops=8, reduction=max(rows, cols))
+def _sigma_tol(rows: int, cols: int, device: str, framework: str):
+    # A float32 power iteration: matrix-vector products over up to max(rows, cols) terms;
+    # products that a GPU may run in TF32 where the framework's switch says so.
+    return tolerance("float32", ops=8, reduction=max(rows, cols), device=device, framework=framework, matmul=True)
 
 
-def _assert_unit_norm(w: np.ndarray, rows: int, cols: int, what: str) -> None:
-    assert_close(np.array([_sigma_max(w)]), np.array([1.0]), _sigma_tol(rows, cols), what=what)
+def _assert_unit_norm(w: np.ndarray, rows: int, cols: int, what: str, where: tuple[str, str]) -> None:
+    assert_close(np.array([_sigma_max(w)]), np.array([1.0]), _sigma_tol(rows, cols, *where), what=what)
 
 
-def _assert_not_below_one(w: np.ndarray, rows: int, cols: int, what: str) -> None:
+def _assert_not_below_one(w: np.ndarray, rows: int, cols: int, what: str, where: tuple[str, str]) -> None:
     __tracebackhide__ = True
-    sigma, tol = _sigma_max(w), _sigma_tol(rows, cols).rtol
+    sigma, tol = _sigma_max(w), _sigma_tol(rows, cols, *where).rtol
     from pytest_dlconform import evidence
 
     evidence.check(what, observed=max(0.0, 1.0 - sigma), tolerance=tol)
@@ -62,8 +63,10 @@ def _assert_not_below_one(w: np.ndarray, rows: int, cols: int, what: str) -> Non
 @budget(10)
 @given(rows=st.integers(1, 32), cols=st.integers(1, 32), per_call=st.sampled_from([1, 5, 13]),
        seed=st.integers(0, 2**32 - 1))
-def test_torch_spectral_norm_converges_to_one(torch, rows, cols, per_call, seed):
+def test_torch_spectral_norm_converges_to_one(torch, dl_device, rows, cols, per_call, seed):
     from torch.nn.utils.parametrizations import spectral_norm
+
+    where = (dl_device, "torch")
 
     w, _ = _weight(np.random.default_rng(seed), rows, cols)
     layer = torch.nn.Linear(cols, rows)
@@ -71,16 +74,17 @@ def test_torch_spectral_norm_converges_to_one(torch, rows, cols, per_call, seed)
         layer.weight.copy_(torch.tensor(w))
     layer = spectral_norm(layer, n_power_iterations=per_call)
     # Registration already runs 15 iterations; the estimate can only undershoot sigma_max.
-    _assert_not_below_one(host(layer.weight), rows, cols, "sigma_max of the normalised weight, any time")
+    _assert_not_below_one(host(layer.weight), rows, cols, "sigma_max of the normalised weight, any time", where)
     x = torch.tensor(np.random.default_rng(seed + 1).normal(size=(3, cols)).astype(np.float32))
     calls = -(-max(0, ITERATIONS - 15) // per_call)
     for _ in range(calls):  # training mode: each forward runs per_call more iterations
         y = layer(x)
-        _assert_not_below_one(host(layer.weight), rows, cols, "sigma_max of the normalised weight, any time")
-    _assert_unit_norm(host(layer.weight), rows, cols, f"sigma_max after {15 + calls * per_call} iterations")
+        _assert_not_below_one(host(layer.weight), rows, cols, "sigma_max of the normalised weight, any time", where)
+    _assert_unit_norm(host(layer.weight), rows, cols, f"sigma_max after {15 + calls * per_call} iterations", where)
     weight = host(layer.weight)
     assert_close(host(y), host(x).astype(np.float64) @ weight.T.astype(np.float64) + host(layer.bias),
-                 tolerance("float32", reduction=cols), what="forward uses the normalised weight")
+                 tolerance("float32", reduction=cols, device=dl_device, framework="torch", matmul=True),
+                 what="forward uses the normalised weight")
     layer.eval()
     frozen = host(layer.weight).copy()
     layer(x), layer(x)
@@ -91,8 +95,10 @@ def test_torch_spectral_norm_converges_to_one(torch, rows, cols, per_call, seed)
 @budget(6)
 @given(rows=st.integers(1, 24), cols=st.integers(1, 24), per_call=st.sampled_from([8, 20]),
        seed=st.integers(0, 2**32 - 1))
-def test_keras_spectral_normalization_converges_to_one(tf, rows, cols, per_call, seed):
+def test_keras_spectral_normalization_converges_to_one(tf, dl_device, rows, cols, per_call, seed):
     import keras
+
+    where = (dl_device, "keras")
 
     w, _ = _weight(np.random.default_rng(seed), cols, rows)  # Dense kernels are (inputs, units)
     layer = keras.layers.SpectralNormalization(keras.layers.Dense(rows), power_iterations=per_call)
@@ -102,8 +108,9 @@ def test_keras_spectral_normalization_converges_to_one(tf, rows, cols, per_call,
     calls = -(-ITERATIONS // per_call)
     for _ in range(calls):
         y = np.asarray(layer(x, training=True))
-        _assert_not_below_one(np.asarray(layer.layer.kernel), rows, cols, "sigma_max of the normalised kernel, any time")
+        _assert_not_below_one(np.asarray(layer.layer.kernel), rows, cols, "sigma_max of the normalised kernel, any time", where)
     kernel = np.asarray(layer.layer.kernel)
-    _assert_unit_norm(kernel, rows, cols, f"sigma_max after {calls * per_call} iterations")
-    assert_close(y, x.astype(np.float64) @ kernel.astype(np.float64), tolerance("float32", reduction=cols),
+    _assert_unit_norm(kernel, rows, cols, f"sigma_max after {calls * per_call} iterations", where)
+    assert_close(y, x.astype(np.float64) @ kernel.astype(np.float64),
+                 tolerance("float32", reduction=cols, device=dl_device, framework="keras", matmul=True),
                  what="forward uses the normalised kernel")

@@ -150,3 +150,40 @@ def test_seed2027_dropout2d_scale_factor_rounding(torch: Any) -> None:
     wrong = x.astype(np.float64) / (1 - P2027) * (1 + 1.2 * bound)
     with pytest.raises(StatisticalViolation, match=r"wrong scale: kept value .* \[\(1\+u\)\^2/\(1-u\)"):
         assert_scaled(x, wrong, 1 / (1 - P2027), roundoff=U32, roundings=3, bound=bound, basis=basis, what="wrong scale")
+
+
+# ------------------------------------------------ audit: a running mean that cancels
+
+def test_batchnorm_running_mean_of_a_channel_centred_near_zero(torch: Any) -> None:
+    """Found by the audit (not yet by a soak): numpy seed 57 draws a channel whose running mean is
+    1.3e-5 from values of size 1; float32's mean errs by 1.4e-9, 1.05x the old bound that ignored
+    the reduction and the size of the terms."""
+    from pytest_dlconform.suites.modules import _reference as ref
+    from pytest_dlconform.suites.modules.test_batchnorm import _batches, _running_tol
+
+    rng = np.random.default_rng(57)
+    n, steps = int(rng.integers(2, 7)), int(rng.integers(1, 4))
+    layer = torch.nn.BatchNorm1d(1, momentum=0.1)
+    state = ref.BatchNormState(np.zeros(1), np.ones(1))
+    batches = _batches(rng, steps, (n, 1), 1)
+    for x in batches:
+        layer(torch.tensor(x))
+        mean, var, count = ref.bn_moments(x.astype(np.float64), 1)
+        state = ref.torch_running_update(state, mean, var, count, 0.1)
+    got = layer.running_mean.numpy()
+    assert abs(float(state.mean[0])) < 1e-4  # the cancelled result
+    with pytest.raises(ToleranceExceeded):
+        assert_close(got, state.mean, tolerance("float32", ops=4 * steps), what="old bound")
+    tol = _running_tol(batches, 1, steps)
+    assert_close(got, state.mean, tol, what="running_mean")
+    assert_close(layer.running_var.numpy(), state.var, tol, what="running_var")
+    allowed = tol.rtol * float(np.max(np.abs(state.mean))) + tol.atol
+    with pytest.raises(ToleranceExceeded, match="wrong running_mean: .* \\+ atol"):
+        assert_close(got + 1.5 * allowed, state.mean, tol, what="wrong running_mean")
+    # A biased running variance (a real mistake, 1/(n-1) relative) is far outside the floor.
+    biased = ref.BatchNormState(np.zeros(1), np.ones(1))
+    for x in batches:
+        mean, var, count = ref.bn_moments(x.astype(np.float64), 1)
+        biased = ref.torch_running_update(biased, mean, var * (count - 1) / count, count, 0.1)
+    with pytest.raises(ToleranceExceeded, match="biased running_var"):
+        assert_close(biased.var, state.var, tol, what="biased running_var")

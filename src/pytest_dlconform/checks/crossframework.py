@@ -497,14 +497,14 @@ def _tol(dtype: str, ops: int, reduction: int, tf32: bool) -> Tolerance:
 
 def tf32_in_use(framework: str, module: Any, case: Case, device_kind: str) -> bool:
     """Whether float32 products of ``case`` may run in TensorFloat-32 on this device: the
-    frameworks' own switches (TensorFlow: on by default on Ampere+ GPUs; torch: cuDNN
-    convolutions on by default, matmul off by default)."""
+    frameworks' own switches (checks.tf32: TensorFlow on by default on Ampere+ GPUs; torch
+    cuDNN convolutions on by default, matmul off by default, newer fp32_precision API first)."""
     if device_kind == "cpu":
         return False
-    if framework == "tensorflow":
-        return bool(module.config.experimental.tensor_float_32_execution_enabled())
-    has_conv = any(layer.kind == "conv" for layer in case.arch.layers)
-    return bool(module.backends.cuda.matmul.allow_tf32 or (has_conv and module.backends.cudnn.allow_tf32))
+    from .tf32 import tf32_reason  # reads torch's fp32_precision settings, or the legacy allow_tf32 ones
+
+    del module  # the switches are read from the loaded framework itself
+    return tf32_reason(framework, conv=any(layer.kind == "conv" for layer in case.arch.layers)) is not None
 
 
 # A port's structural mistakes (a transposed kernel, another flatten order, a missing term)

@@ -83,8 +83,14 @@ def tolerance(dtype: str, *, ops: int = 1, reduction: int = 1, device: str = "cp
     """
     u = UNIT_ROUNDOFF[dtype]
     basis = f"u({dtype})={u:.3g}"
-    if dtype == "float32" and matmul and device != "cpu" and framework == "tensorflow":
-        u, basis = TF32_ROUNDOFF, f"u(tf32)={TF32_ROUNDOFF:.3g} (TensorFlow's default TF32 matmul on GPU)"
+    if dtype == "float32" and matmul and device != "cpu":
+        # matmul: the computation has float32 matmuls (or convolutions); their framework's
+        # switches say whether a GPU may run them in TF32 (checks.tf32, read at call time).
+        from .tf32 import tf32_reason
+
+        why = tf32_reason(framework)
+        if why:
+            u, basis = TF32_ROUNDOFF, f"u(tf32)={TF32_ROUNDOFF:.3g} ({why}, on GPUs of compute capability >= 8.0)"
     n = max(1, ops) + max(1, reduction)
     rtol = CONDITION * n * u
     tol = Tolerance(rtol, f"{CONDITION:g} * (ops {ops} + reduction {reduction}) * {basis}")

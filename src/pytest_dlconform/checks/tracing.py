@@ -50,6 +50,8 @@ performance with tf.function", "Rules of tracing"; TorchDynamo's "Dynamic shapes
 
 from __future__ import annotations
 
+import sys
+
 import collections
 import functools
 import itertools
@@ -88,14 +90,29 @@ def assert_within(actual: Any, expected: Any, bound: float, *, what: str) -> flo
     return err
 
 
+def _tf32_program(program: Any, framework: str) -> bool:
+    """TensorFlow: its switch covers the whole program (as before). torch: contractions
+    follow the cuBLAS switch, conv2d the cuDNN one."""
+    from ..programs import OPS
+    from .tf32 import torch_precision, tf32_reason
+
+    if framework != "torch":
+        return tf32_reason(framework) is not None
+    torch = sys.modules.get("torch")
+    kinds = {"conv" if op.name == "conv2d" else "matmul" for op in program.ops
+             if op.name == "conv2d" or OPS[op.name].category == "contraction"}
+    return any(torch_precision(torch, kind) == "tf32" for kind in kinds)
+
+
 def program_error_bound(case: Any, dtype: str, *, device: str, framework: str) -> float:
     """A generated program's forward-error bound (``programs.Program.error_bound``) for a run
-    in ``dtype``. On Ampere and newer GPUs float32 may run in TF32 by default: TensorFlow's
-    matmuls and convolutions (tf.config.experimental.enable_tensor_float_32_execution) and
-    torch's cuDNN convolutions (torch.backends.cudnn.allow_tf32); TF32's unit round-off
-    2**-11 is float16's, so such a run gets float16's bound."""
-    tf32 = device != "cpu" and dtype == "float32" and (
-        framework == "tensorflow" or any(op.name == "conv2d" for op in case.program.ops))
+    in ``dtype``. On Ampere and newer GPUs float32 may run in TF32, as the frameworks'
+    switches say (checks.tf32: TensorFlow's matmuls and convolutions by default, torch's
+    cuDNN convolutions by default and its matmuls when fp32_precision / allow_tf32 say so);
+    TF32's unit round-off 2**-11 is float16's, so such a run gets float16's bound."""
+    from .tf32 import tf32_reason
+
+    tf32 = device != "cpu" and dtype == "float32" and _tf32_program(case.program, framework)
     return float(case.program.error_bound(case.inputs, "float16" if tf32 else dtype))
 
 
