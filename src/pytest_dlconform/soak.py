@@ -58,6 +58,7 @@ class Run:
     profile: str
     seed: int
     command: list[str]
+    claims: str
     report: str
     log: str
     exit_code: int | None = None
@@ -81,11 +82,24 @@ def _divergences() -> str:
     return str(resources.files("pytest_dlconform") / "known_divergences.toml")
 
 
-def command(profile: str, seed: int, report: Path, *, workers: str, divergences: str, extra: Sequence[str]) -> list[str]:
+def areas() -> list[str]:
+    """Claim areas, cheapest-to-judge first: one ``--dl-claims 'area.*'`` run each with --split."""
+    from importlib import resources
+
+    found = sorted(p.name.removesuffix(".toml") for p in (resources.files("pytest_dlconform") / "claims").iterdir()
+                   if p.name.endswith(".toml"))
+    first = [a for a in ("autodiff", "modules", "execution", "precision", "interop", "data") if a in found]
+    return first + [a for a in found if a not in first]
+
+
+def command(profile: str, seed: int, report: Path, *, workers: str, divergences: str, extra: Sequence[str],
+            claims: str = "") -> list[str]:
     """The pytest command line of one soak run (what ``dlconform run`` does, with the seed)."""
     cmd = [sys.executable, "-m", "pytest", "--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider",
            f"--dl-profile={profile}", f"--hypothesis-seed={seed}", f"--dl-seed={seed}",
            f"--dl-report={report}", f"--dl-divergences={divergences}", "--hypothesis-show-statistics"]
+    if claims:
+        cmd.append(f"--dl-claims={claims}")
     if workers not in ("", "0"):
         cmd += ["-n", workers]
     return cmd + list(extra)
@@ -180,7 +194,8 @@ def _summary_line(run: Run) -> str:
     tests = run.counts.get("tests") or {}
     ex = run.examples
     state = "clean" if run.clean else f"{len(run.failures)} unexpected failure(s) {run.problem}".strip()
-    return (f"run {run.index} {run.profile} seed={run.seed}: {state}; exit {run.exit_code}, {run.wall_s:.0f} s, "
+    where = f" claims {run.claims}" if run.claims else ""
+    return (f"run {run.index} {run.profile} seed={run.seed}{where}: {state}; exit {run.exit_code}, {run.wall_s:.0f} s, "
             f"tests {json.dumps(tests, sort_keys=True)}, examples passing={ex.get('passing')} "
             f"invalid={ex.get('invalid')}, load {run.load_before} -> {run.load_after}")
 
@@ -196,15 +211,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--workers", default="2", help="pytest-xdist workers per run (default 2; 0 for none)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="wall-clock limit per run")
     p.add_argument("--divergences", default=None, metavar="TOML", help="known divergences (default: the shipped file)")
+    p.add_argument("--split", action="store_true",
+                   help="run each claim area as its own pytest run (same seed): a run cut short by --timeout "
+                        "still leaves complete reports for the areas it finished")
     p.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments for every run")
     return p
 
 
-def _plan(args: argparse.Namespace) -> list[tuple[str, int]]:
+def _plan(args: argparse.Namespace) -> list[tuple[str, int, str]]:
     profiles = ["quick"] * args.quick + ["explore"] * args.explore
     seeds = list(args.seeds or [])
     seeds += [secrets.randbelow(2**31) for _ in range(len(profiles) - len(seeds))]
-    return list(zip(profiles, seeds))
+    parts = [f"{a}.*" for a in areas()] if getattr(args, "split", False) else [""]
+    return [(p, s, c) for p, s in zip(profiles, seeds) for c in parts]
 
 
 def _validate(args: argparse.Namespace) -> str:
@@ -229,12 +248,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     divergences = str(Path(args.divergences).resolve()) if args.divergences else _divergences()
     runs: list[Run] = []
-    for i, (profile, seed) in enumerate(_plan(args)):
-        stem = out / f"run{i:02d}-{profile}-{seed}"
+    for i, (profile, seed, claims) in enumerate(_plan(args)):
+        stem = out / (f"run{i:02d}-{profile}-{seed}" + (f"-{claims.split('.')[0]}" if claims else ""))
         report = Path(f"{stem}.json")
-        cmd = command(profile, seed, report, workers=args.workers, divergences=divergences, extra=args.pytest_args)
-        run = Run(i, profile, seed, cmd, str(report), f"{stem}.log")
-        print(f"soak: run {i} {profile} seed={seed} (log {run.log})", flush=True)
+        cmd = command(profile, seed, report, workers=args.workers, divergences=divergences, extra=args.pytest_args,
+                      claims=claims)
+        run = Run(i, profile, seed, cmd, claims, str(report), f"{stem}.log")
+        print(f"soak: run {i} {profile} seed={seed}{' claims ' + claims if claims else ''} (log {run.log})", flush=True)
         runs.append(execute(run, args.timeout, divergences))
         print("soak: " + _summary_line(run), flush=True)
         for f in run.failures:
