@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Sequence
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -126,31 +125,9 @@ def test_torch_collectives_equal_numpy(torch, dl_strategy, dl_groups, dl_timeout
                 if backend == "gloo":
                     _check_int_avg_raises(case, outcome, where)
                 else:
-                    check_nccl_int_avg(case, outcome, where)
+                    dist.check_nccl_int_avg(case, outcome, where)
                 continue
             _check(case, outcome, where, expected_dtype=case.dtype)
-
-
-def check_nccl_int_avg(case: ReduceCase, outcome: Outcome, where: str) -> None:
-    """NCCL's AVG on integers, from what is documented rather than from what gloo does:
-    torch.distributed.ReduceOp "AVG divides values by the world size before summing
-    across ranks", all_reduce works in place (the result keeps the tensor's dtype), and
-    NCCL's ncclAvg takes every ncclDataType_t, integers included. Each rank's quotient
-    is an integer off the exact one by less than 1 whatever the rounding, so the sum of
-    the n quotients is off the exact mean by less than n."""
-    __tracebackhide__ = True
-    if outcome.error is not None:
-        raise oracle.ReductionMismatch(f"{where}: all_reduce(AVG) on {case.dtype} raised {outcome.error}, but NCCL "
-                                       "documents ncclAvg for integer types (NCCL >= 2.10)")
-    oracle.check_dtype(outcome.info["dtype"], case.dtype, what=f"{where}: all_reduce(AVG) in place")
-    exact = oracle.reference("mean", case.values, case.dtype)
-    off = float(np.max(np.abs(np.asarray(outcome.results[0], np.float64) - exact), initial=0.0))
-    evidence.check(f"nccl int AVG {case.dtype}", observed=off, tolerance=float(case.replicas),
-                   basis="n integer quotients, each off by < 1")
-    if not off < case.replicas:
-        raise oracle.ReductionMismatch(f"{where}: all_reduce(AVG) on {case.dtype} is off the mean by {off:g}, but "
-                                       f"should be by less than the world size {case.replicas} (integer quotients, "
-                                       "divided before summing)")
 
 
 def _check_int_avg_raises(case: ReduceCase, outcome: Outcome, where: str) -> None:
