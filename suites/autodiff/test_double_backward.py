@@ -42,14 +42,14 @@ def test_gradient_penalty_gradient_matches_finite_differences(torch, case):
     x_hat_t = torch.tensor(x_hat)
 
     def f(xs):  # the penalty's value needs a first-order gradient, so no torch.no_grad() here
-        return _penalty(torch, [torch.tensor(p) for p in xs], x_hat_t, create_graph=False).detach().numpy()
+        return _penalty(torch, [torch.tensor(p) for p in xs], x_hat_t, create_graph=False).detach().cpu().numpy()
 
     def vjp(xs, w):
         ps = [torch.tensor(p, requires_grad=True) for p in xs]
         gp = _penalty(torch, ps, x_hat_t, create_graph=True)
         # b2 shifts the score but not its input gradient: its penalty gradient is exactly zero.
         grads = torch.autograd.grad(gp, ps, grad_outputs=torch.tensor(w), allow_unused=True, materialize_grads=True)
-        return [g.numpy() for g in grads]
+        return [g.detach().cpu().numpy() for g in grads]
 
     result = check_vjp(f, params, vjp, names=["w1", "b1", "w2", "b2"])
     evidence.check("penalty gradient vs finite differences", observed=result.max_error_ratio, tolerance=1.0,

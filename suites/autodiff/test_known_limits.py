@@ -27,12 +27,12 @@ from pytest_dlconform.checks.numerics import assert_close, tolerance
 def test_torch_hardsigmoid_float64_gradient(torch, x, sign):
     x = sign * x
     # hardsigmoid(x) = x/6 + 1/2 on (-3, 3): its derivative there is exactly 1/6.
-    f = lambda xs: torch.nn.functional.hardsigmoid(torch.tensor(xs[0])).numpy()  # noqa: E731
+    f = lambda xs: torch.nn.functional.hardsigmoid(torch.tensor(xs[0])).cpu().numpy()  # noqa: E731
 
     def vjp(xs, w):
         t = torch.tensor(xs[0], requires_grad=True)
         (g,) = torch.autograd.grad(torch.nn.functional.hardsigmoid(t), t, grad_outputs=torch.tensor(w))
-        return [g.numpy()]
+        return [g.cpu().numpy()]
 
     result = check_vjp(f, [x], vjp, names=["x"])
     evidence.check("hardsigmoid float64 gradient vs finite differences", observed=result.max_error_ratio, tolerance=1.0)

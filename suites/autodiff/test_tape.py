@@ -56,7 +56,7 @@ def test_torch_no_grad_results_are_constants(torch, x):
         c = torch.sin(v)
     assert not c.requires_grad, "a result computed under torch.no_grad() requires grad"
     (g,) = torch.autograd.grad((c * v + v**2).sum(), v)
-    assert_close(g.numpy(), np.sin(x) + 2 * x, f64(np.abs(np.sin(x)) + 2 * np.abs(x)),
+    assert_close(g.detach().cpu().numpy(), np.sin(x) + 2 * x, f64(np.abs(np.sin(x)) + 2 * np.abs(x)),
                  what="gradient with a no_grad factor held constant")
 
 
@@ -283,12 +283,12 @@ def test_torch_grad_outputs_and_backward_gradient_give_the_vjp(torch, case):
     f = lambda t: torch.tanh(t @ torch.tensor(w) + torch.tensor(b))  # noqa: E731
     xt = torch.tensor(x, requires_grad=True)
     (vjp,) = torch.autograd.grad(f(xt), xt, grad_outputs=torch.tensor(v))
-    jac = torch.autograd.functional.jacobian(f, torch.tensor(x)).numpy()
+    jac = torch.autograd.functional.jacobian(f, torch.tensor(x)).cpu().numpy()
     expected = np.tensordot(v, jac, axes=v.ndim)
     tol = f64(np.tensordot(np.abs(v), np.abs(jac), axes=v.ndim))  # v·J cancels: rounding is relative to |v|·|J|
-    assert_close(vjp.numpy(), expected, tol, what="autograd.grad(grad_outputs=v) vs v·J")
+    assert_close(vjp.cpu().numpy(), expected, tol, what="autograd.grad(grad_outputs=v) vs v·J")
     f(xt).backward(gradient=torch.tensor(v))
-    assert_close(xt.grad.numpy(), expected, tol, what="Tensor.backward(gradient=v) vs v·J")
+    assert_close(xt.grad.cpu().numpy(), expected, tol, what="Tensor.backward(gradient=v) vs v·J")
 
 
 # ---------------------------------------------------------------- implicit gradients in graph mode

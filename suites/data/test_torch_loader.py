@@ -30,6 +30,7 @@ from pytest_dlconform.checks.pipelines import (
 from pytest_dlconform.checks.stats import TEST_ALPHA, assert_frequencies
 from pytest_dlconform.inputs import budget
 
+DRAWS = 60000  # per random-sampler frequency test
 TIMEOUT = 60  # seconds per batch from workers: a hung worker is an error, not a hang
 
 
@@ -76,7 +77,7 @@ def test_loader_batches_in_order_with_default_collate(torch, n, width, batch, dr
     _assert_loader(_collect(torch, loader), _expected(ds, idx), f"DataLoader(batch_size={batch}, drop_last={drop})")
     with torch.device("cpu"):
         single = list(DataLoader(ds, batch_size=None))  # automatic batching off: elements as they are, converted
-    assert len(single) == n and all(np.array_equal(s[0].numpy(), ds.x[i]) for i, s in enumerate(single))
+        assert len(single) == n and all(np.array_equal(s[0].numpy(), ds.x[i]) for i, s in enumerate(single))
     from torch.utils.data import BatchSampler, SequentialSampler
 
     bs = BatchSampler(SequentialSampler(range(n)), batch, drop)
@@ -122,24 +123,26 @@ def test_seeded_shuffle_is_a_reproducible_permutation_per_epoch(torch, n, batch,
 @pytest.mark.claim("data.torch.shuffle")
 @pytest.mark.parametrize("case", ["uniform-replacement", "weighted", "weighted-no-replacement"])
 def test_random_samplers_follow_their_distribution(torch, dl_seed, case):
-    from torch.utils.data import RandomSampler, WeightedRandomSampler
-
     g = torch.Generator().manual_seed(dl_seed)
     k = 12
-    if case == "uniform-replacement":
-        draws, probs = 60000, np.full(k, 1 / k)
-        idx = list(RandomSampler(range(k), replacement=True, num_samples=draws, generator=g))
-    elif case == "weighted":
-        w = np.random.default_rng(dl_seed).uniform(0.1, 5, k)
-        draws, probs = 60000, w / w.sum()
-        idx = list(WeightedRandomSampler(w.tolist(), draws, replacement=True, generator=g))
-    else:
-        w = np.random.default_rng(dl_seed).uniform(0.1, 5, k)
-        idx = list(WeightedRandomSampler(w.tolist(), k, replacement=False, generator=g))
+    with torch.device("cpu"):  # samplers draw with randint/multinomial: on the generator's (CPU) device
+        idx, probs = _sampled(torch, case, g, k, dl_seed)
+    if probs is None:
         assert_permutation(idx, range(k), what="WeightedRandomSampler(replacement=False, num_samples=len)")
         return
-    assert len(idx) == draws and all(0 <= i < k for i in idx)
+    assert len(idx) == DRAWS and all(0 <= i < k for i in idx)
     assert_frequencies(np.bincount(idx, minlength=k), probs, alpha=TEST_ALPHA, what=f"{case} sampler frequencies")
+
+
+def _sampled(torch, case, g, k, dl_seed):
+    from torch.utils.data import RandomSampler, WeightedRandomSampler
+
+    if case == "uniform-replacement":
+        return [int(i) for i in RandomSampler(range(k), replacement=True, num_samples=DRAWS, generator=g)], np.full(k, 1 / k)
+    w = np.random.default_rng(dl_seed).uniform(0.1, 5, k)
+    if case == "weighted":
+        return [int(i) for i in WeightedRandomSampler(w.tolist(), DRAWS, replacement=True, generator=g)], w / w.sum()
+    return [int(i) for i in WeightedRandomSampler(w.tolist(), k, replacement=False, generator=g)], None
 
 
 @pytest.mark.claim("data.torch.shuffle")
@@ -153,7 +156,8 @@ def test_distributed_sampler_splits_evenly(torch, n, replicas, drop, shuffle, se
     for rank in range(replicas):
         s = DistributedSampler(range(n), num_replicas=replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop)
         s.set_epoch(epoch)
-        shards.append(list(s))
+        with torch.device("cpu"):  # shuffle=True draws randperm with a CPU generator
+            shards.append(list(s))
     per = n // replicas if drop and n % replicas else math.ceil(n / replicas)
     assert all(len(s) == per for s in shards), f"shard sizes {[len(s) for s in shards]}, but should all be {per}"
     flat = [i for s in shards for i in s]
@@ -164,8 +168,9 @@ def test_distributed_sampler_splits_evenly(torch, n, replicas, drop, shuffle, se
     if replicas * per == n:
         assert_partition(shards, n, what="evenly divisible data: shards partition it")
     sub = list(range(0, 3 * n, 3))
-    assert_permutation(list(SubsetRandomSampler(sub, generator=torch.Generator().manual_seed(seed))), sub,
-                       what="SubsetRandomSampler")
+    with torch.device("cpu"):
+        subset = list(SubsetRandomSampler(sub, generator=torch.Generator().manual_seed(seed)))
+    assert_permutation(subset, sub, what="SubsetRandomSampler")
 
 
 class SeedProbe:
