@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
+from pytest_dlconform import devices, evidence, not_applicable
 from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
 from pytest_dlconform.inputs import budget
 
@@ -40,12 +40,23 @@ def random_weights(layer: Any, rng: np.random.Generator) -> list[np.ndarray]:
     return out
 
 
+def bf16_missing(tf: Any, device: str) -> str | None:
+    """Why this test instance's GPU cannot compute in bfloat16 (None: it can, or the CPU)."""
+    if device == "cpu":
+        return None
+    gpus = tf.config.list_physical_devices("GPU")
+    cap = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability") if gpus else None
+    return devices.bf16_support(f"{cap[0]}.{cap[1]}" if cap else "")
+
+
 @pytest.mark.claim("precision.keras.mixed-float16")
-@budget(8)
-@given(kind=st.sampled_from(KINDS), policy=st.sampled_from(sorted(LOW)), batch=st.integers(1, 4),
-       seed=st.integers(0, 2**32 - 1))
-def test_layers_compute_in_low_precision_and_keep_float32_variables(tf, keras_tf, kind, policy, batch, seed):
+@pytest.mark.parametrize("policy", sorted(LOW))
+@budget(4)
+@given(kind=st.sampled_from(KINDS), batch=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_layers_compute_in_low_precision_and_keep_float32_variables(tf, keras_tf, dl_device, policy, kind, batch, seed):
     keras, low = keras_tf, LOW[policy]
+    if low == "bfloat16" and (why := bf16_missing(tf, dl_device)):
+        not_applicable(f"mixed_bfloat16 on {dl_device}: {why}")
     rng = np.random.default_rng(seed)
     before = make_layer(keras, kind)  # created under the previous (float32) policy
     with keras_policy(keras, policy) as active:
@@ -190,7 +201,10 @@ def test_loss_scale_optimizer_follows_dynamic_loss_scaling(tf, keras_tf, initial
         before = var.numpy().copy()
         opt.apply([tf.constant(g)], [var])
         if kind == "finite":
-            assert_close(var.numpy(), before - np.float32(lr) * (g / np.float32(ref.scale)), tolerance("float32", ops=3),
+            step = np.float32(lr) * (g / np.float32(ref.scale))
+            # before - step can cancel: the step's rounding is relative to |step|, not to the result.
+            assert_close(var.numpy(), before - step,
+                         tolerance("float32", ops=3, magnitude=float(np.max(np.abs(before) + np.abs(step)))),
                          what=f"step {n}: variable after a finite step")
         else:
             assert_equal(var.numpy(), before, what=f"step {n}: variable after a step with {kind} gradients")
