@@ -76,13 +76,13 @@ def test_seed11_forward_reverse_with_zero_derivative(name: str, request: pytest.
         check_jvp_vjp_consistency(wrong_jvp, vjp, SEED11.inputs, (), seed=0, derivative_error=bound)
 
 
-def test_derivative_error_bound_grows_with_the_intermediates_not_the_derivative() -> None:
-    small = SEED11.program.derivative_error_bound([np.array([0.1, -0.2])])
-    # A longer chain does more rounding work: the bound grows with it.
+def test_derivative_error_bound_grows_with_the_rounding_work_not_the_derivative() -> None:
+    x = [np.array([0.1, -0.2])]
+    small = SEED11.program.derivative_error_bound(x)
+    assert small > 0  # J = 0 here, the bound is not
     longer = Program(((2,),), (Op("softmax", params=(("axis", 0),)), Op("tanh"), Op("einsum", params=(("equation", "a->"),))))
-    assert longer.derivative_error_bound([np.array([0.1, -0.2])]) > small
-    # Scaling the output by a constant weight scales the tangents, hence the bound.
-    assert small > 0
+    assert longer.derivative_error_bound(x) > small  # one more op: more rounding work
+    assert SEED11.program.derivative_error_bound(x, "float32") == pytest.approx(small * 2.0**29)  # u scales it
 
 
 # ------------------------------------------------ seed 2027: cancellation in 1 - tanh^2
@@ -187,3 +187,30 @@ def test_batchnorm_running_mean_of_a_channel_centred_near_zero(torch: Any) -> No
         biased = ref.torch_running_update(biased, mean, var * (count - 1) / count, count, 0.1)
     with pytest.raises(ToleranceExceeded, match="biased running_var"):
         assert_close(biased.var, state.var, tol, what="biased running_var")
+
+
+# ------------------------------------------------ audit: an optimizer step that cancels
+
+def test_sgd_step_that_cancels_is_judged_by_the_size_of_its_terms(torch: Any) -> None:
+    """Found by the audit: when ``before ~ lr * g`` the result is a few ulps of |before|, and torch's
+    update (not rounded like numpy's float32 ``before - float32(lr) * g``) differs by u * |lr g|:
+    the old bound, relative to the result, rejected a conforming SGD step (GradScaler suite)."""
+    lr = 0.3
+    before = np.array([-0.20397938787937164, 0.40066325664520264, -0.16694660484790802], np.float32)
+    g = np.array([-0.6799314022064209, 1.3355454206466675, -0.5564888119697571], np.float32)
+    p = torch.nn.Parameter(torch.tensor(before))
+    opt = torch.optim.SGD([p], lr=lr)
+    p.grad = torch.tensor(g)
+    opt.step()
+    after, expected = p.detach().numpy(), before - np.float32(lr) * g
+    with pytest.raises(ToleranceExceeded):
+        assert_close(after, expected, tolerance("float32", ops=4), what="old bound")
+    terms = float(np.max(np.abs(before) + np.abs(np.float32(lr) * g)))
+    tol = tolerance("float32", ops=4, magnitude=terms)  # as suites/precision/test_grad_scaler.py
+    assert_close(after, expected, tol, what="parameter")
+    wrong = after.astype(np.float64) + 1.5 * (tol.rtol * float(np.max(np.abs(expected))) + tol.atol)
+    with pytest.raises(ToleranceExceeded, match=r"wrong step: .* \+ atol"):
+        assert_close(wrong, expected, tol, what="wrong step")
+    # A step with the wrong learning rate (1% off) is far outside.
+    with pytest.raises(ToleranceExceeded, match="lr off by 1%"):
+        assert_close(before - np.float32(lr * 1.01) * g, expected, tol, what="lr off by 1%")
