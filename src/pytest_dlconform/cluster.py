@@ -15,9 +15,11 @@ process group (``start_new_session``), so ``os.killpg`` also takes down anything
 started; a rank whose parent disappears kills itself (watchdog thread).
 
 Rendezvous never collides between parallel xdist workers or runs: torch groups meet
-through a file in a fresh temporary directory; TensorFlow clusters need their gRPC ports
-up front, so :func:`lease_ports` takes free loopback ports and holds an exclusive
-``flock`` on a per-port lock file for the life of the cluster.
+through a file in a fresh temporary directory; TensorFlow clusters run in a private
+network namespace of their own (``network=``, see :mod:`pytest_dlconform.netns`), where
+no other program holds a port; without one (``--dl-allow-listen-all``) :func:`lease_ports`
+takes free loopback ports and holds an exclusive ``flock`` on a per-port lock file for
+the life of the cluster.
 
 When this process already runs inside a cluster (``TF_CONFIG`` or a torchrun
 environment, see :func:`external_tf_config` and :func:`external_torch_env`),
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
+from . import netns
 from .frameworks import HarnessError
 
 LOOPBACK = "127.0.0.1"
@@ -410,9 +413,10 @@ class LocalGroup:
     """N ranks on this machine, started with a deadline; see the module docstring."""
 
     def __init__(self, name: str, world_size: int, timeout: float, workdir: str, token: str,
-                 teardown: str | None) -> None:
+                 teardown: str | None, network: str = "this host's network") -> None:
         self.name, self.world_size, self.timeout = name, world_size, timeout
         self.workdir, self.token, self.teardown = workdir, token, teardown
+        self.network = network  # where the ranks' sockets live, for evidence and messages
         self.ranks: list[_Rank] = []
         self.dead: str | None = None  # why the group is gone, once it is
         self.pids: list[int] = []
@@ -425,16 +429,25 @@ class LocalGroup:
     def start(cls, name: str, world_size: int, *, timeout: float,
               env: Callable[[int, str], Mapping[str, str]] | None = None,
               setup: Program | None = None, setup_payload: Any = None,
-              teardown: Program | None = None) -> LocalGroup:
+              teardown: Program | None = None, network: netns.PrivateNetwork | None = None) -> LocalGroup:
         """Start ``world_size`` ranks, wait for each to report, run ``setup`` on all of
-        them; everything within ``timeout`` seconds, or ClusterError and nothing left."""
+        them; everything within ``timeout`` seconds, or ClusterError and nothing left.
+
+        With ``network`` (see :func:`netns.create`) every rank runs in that private network
+        namespace; the group takes it over and closes its descriptors once the ranks are
+        started (they keep the namespace alive)."""
         workdir = tempfile.mkdtemp(prefix=f"dlconform-{_slug(name)}-")
         group = cls(name, world_size, timeout, workdir, uuid.uuid4().hex,
-                    program_ref(teardown) if teardown else None)
+                    program_ref(teardown) if teardown else None,
+                    network.describe() if network else "this host's network")
         deadline = time.monotonic() + timeout
         try:
-            for rank in range(world_size):
-                group._spawn(rank, dict(env(rank, workdir)) if env else {})
+            try:
+                for rank in range(world_size):
+                    group._spawn(rank, dict(env(rank, workdir)) if env else {}, network)
+            finally:
+                if network is not None:
+                    network.close()
             group._await_hello(deadline)  # _limit is the start timeout here
             if setup is not None:
                 group._call(program_ref(setup), setup_payload, range(world_size), deadline, f"setup of {name}")
@@ -443,7 +456,7 @@ class LocalGroup:
             raise
         return group
 
-    def _spawn(self, rank: int, extra: dict[str, str]) -> None:
+    def _spawn(self, rank: int, extra: dict[str, str], network: netns.PrivateNetwork | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k not in OUTER_CLUSTER_VARS}
         env.update({
             RANK_VAR: str(rank), WORLD_VAR: str(self.world_size), TOKEN_VAR: self.token,
@@ -451,12 +464,16 @@ class LocalGroup:
             "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1",
         })
         env.update(extra)
+        prelude = ""
+        if network is not None:
+            env[netns.NETNS_VAR] = network.child_env()
+            prelude = netns.RANK_PRELUDE  # joins before anything starts a thread
         log = Path(self.workdir) / f"rank{rank}.log"
         with open(log, "wb") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from pytest_dlconform.cluster import worker_main; worker_main()"],
+                [sys.executable, "-c", prelude + "from pytest_dlconform.cluster import worker_main; worker_main()"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
-                cwd=self.workdir, start_new_session=True,
+                cwd=self.workdir, start_new_session=True, pass_fds=network.pass_fds() if network else (),
             )
         for pipe in (proc.stdin, proc.stdout):
             assert pipe is not None
@@ -704,7 +721,10 @@ class AttachedGroup:
 class GroupPool:
     """Groups kept alive across tests (one per key and process), restarted if one died."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, allow_listen_all: bool = False) -> None:
+        # --dl-allow-listen-all: where no private network namespace can be made, start
+        # TensorFlow clusters on this host's network anyway (their servers listen on every interface)
+        self.allow_listen_all = allow_listen_all
         self._groups: dict[Any, Any] = {}
         self.started: dict[Any, float] = {}  # key -> seconds its last start took
 
@@ -746,35 +766,9 @@ def survivors(token: str) -> list[int]:
 
 
 def listening_addresses(pids: Iterable[int]) -> list[tuple[str, int]]:
-    """(address, port) of every TCP socket in LISTEN state owned by these processes (Linux
-    /proc), to check that a group binds loopback only."""
-    inodes: set[str] = set()
-    for pid in pids:
-        fd_dir = Path(f"/proc/{pid}/fd")
-        try:
-            links = [os.readlink(fd_dir / name) for name in os.listdir(fd_dir)]
-        except OSError:
-            continue
-        inodes.update(link[len("socket:["):-1] for link in links if link.startswith("socket:["))
-    found = []
-    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
-        try:
-            rows = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A: TCP_LISTEN
-                address, port = fields[1].split(":")
-                found.append((_proc_address(address, family), int(port, 16)))
-    return found
-
-
-def _proc_address(hexaddr: str, family: int) -> str:
-    raw = bytes.fromhex(hexaddr)
-    # /proc/net/tcp* print each 32-bit word in host byte order
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)) if sys.byteorder == "little" else raw
-    return socket.inet_ntop(family, words)
+    """(address, port) of every TCP socket in LISTEN state owned by these processes, in
+    whichever network namespace each one is (Linux /proc; see :func:`netns.listeners`)."""
+    return [(item.address, item.port) for item in netns.listeners(pids)]
 
 
 def _state(entry: Path) -> str:

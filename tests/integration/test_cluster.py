@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import cluster
+from pytest_dlconform import cluster, netns
 from pytest_dlconform import distribution as dist
 from pytest_dlconform.checks import reductions as oracle
 from pytest_dlconform.cluster import (
@@ -82,6 +82,29 @@ def late_multiworker_setup(ctx: WorkerContext, cfg: dict[str, Any]) -> Any:
     if ctx.rank == cfg["late"]:
         time.sleep(3600)
     return dist.tf_multiworker_setup(ctx, cfg)
+
+
+def meet_on_loopback(ctx: WorkerContext, port: int) -> dict[str, Any]:
+    """Rank 0 listens on every interface of its namespace, rank 1 connects over 127.0.0.1."""
+    import socket
+
+    ns = os.stat("/proc/self/ns/net").st_ino
+    if ctx.rank == 0:
+        with socket.socket() as s:
+            s.bind(("0.0.0.0", port))
+            s.listen()
+            ctx.arrive("listening")
+            conn, _ = s.accept()
+            with conn:
+                return {"ns": ns, "got": conn.recv(16).decode()}
+    for _ in range(600):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                c.sendall(b"hello")
+                return {"ns": ns, "sent": True}
+        except ConnectionRefusedError:
+            time.sleep(0.05)
+    raise AssertionError("rank 0 never listened")
 
 
 def collective(ctx: WorkerContext, spec: dict[str, Any]) -> list[float]:
@@ -207,6 +230,50 @@ def test_the_pool_restarts_a_group_that_died():
     _assert_gone(second)
 
 
+# ------------------------------------------------------------------ in a private network namespace
+
+
+def test_ranks_of_a_group_with_a_private_network_share_it_and_meet_on_its_loopback():
+    network = netns.create()
+    port = network.addresses(1)[0].rsplit(":", 1)[1]
+    g = LocalGroup.start("test-netns", 2, timeout=30, network=network)
+    try:
+        assert network.fds == {}, "the group keeps the namespace descriptors open after its ranks joined"
+        out = g.run(meet_on_loopback, int(port), timeout=60)
+    finally:
+        g.close()
+    assert out[0]["ns"] == out[1]["ns"] != os.stat("/proc/self/ns/net").st_ino, out
+    assert out[0]["got"] == "hello" and "private network namespace" in g.network, (out, g.network)
+    _assert_gone(g)
+
+
+def test_deadlines_and_messages_are_the_same_in_a_private_network():
+    g = LocalGroup.start("test-netns-stall", 3, timeout=30, network=netns.create())
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"(?s)within its deadline \(3 s\): .*rank 1 \(pid \d+\) did not arrive at 'barrier'"):
+        g.run(stall, {"rank": 1, "sleep": 3600, "others_sleep": 3600}, timeout=3)
+    assert time.monotonic() - start < 3 + MARGIN_S
+    _assert_gone(g)
+    g = LocalGroup.start("test-netns-exit", 2, timeout=30, network=netns.create())
+    pids = g.run(spawn_grandchild, None, ranks=[0])
+    with pytest.raises(ClusterError, match=r"(?s)rank 1 \(pid \d+\) exited with code 7 .*ranks \[0\] were killed"):
+        g.run(stall, {"rank": 1, "exit": 7, "others_sleep": 3600}, timeout=60)
+    assert set(cluster.survivors(g.token)).isdisjoint(pids.values()), "a grandchild outlived its group"
+    _assert_gone(g)
+
+
+def test_a_rank_that_cannot_join_the_namespace_fails_the_start_at_once_naming_it():
+    """A namespace descriptor that is not the one announced (here: this process's own)."""
+    wrong = netns.PrivateNetwork("net", 1, {"net": os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)})
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"(?s)rank \d \(pid \d+\) exited with code 3 during start of test-badns, "
+                                           r"last seen at 'process start'; its stderr:\n    dlconform: cannot join "
+                                           r"the cluster's private network namespace: ") as err:
+        LocalGroup.start("test-badns", 2, timeout=60, network=wrong)
+    assert time.monotonic() - start < MARGIN_S
+    _assert_gone(err.value)
+
+
 def test_port_leases_of_two_processes_never_overlap():
     code = (
         "import json, sys, time\n"
@@ -294,15 +361,15 @@ def test_torch_collective_that_never_completes():
 def test_multiworker_missing_peer_is_bounded_and_named():
     """MultiWorkerMirroredStrategy waits for its peers: a worker that never starts TensorFlow
     keeps the others waiting; the start deadline ends it and names that worker."""
-    lease = cluster.lease_ports(2)
-    spec = {"worker": lease.addresses()}
-    lease.release()
+    network = netns.create()  # as the suites run it: the servers are reachable on its loopback only
+    spec = {"worker": network.addresses(2)}
     deadline = 60.0  # TensorFlow's import alone takes 5-20 s on a loaded 2-core machine
     start = time.monotonic()
     with pytest.raises(ClusterError, match=r"rank 1 \(pid \d+\) did not arrive at 'MultiWorkerMirroredStrategy\(\)'") as err:
         LocalGroup.start("test-mw", 2, timeout=deadline,
                          env=lambda rank, _: {"TF_CONFIG": cluster.tf_config(spec, "worker", rank), "CUDA_VISIBLE_DEVICES": ""},
-                         setup=late_multiworker_setup, setup_payload={"timeout": 600, "threads": 1, "late": 1})
+                         setup=late_multiworker_setup, setup_payload={"timeout": 600, "threads": 1, "late": 1},
+                         network=network)
     assert time.monotonic() - start < deadline + MARGIN_S
     assert err.value.missing == (1,)
     _assert_gone(err.value)
