@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import netns
 from .cluster import (
     AttachedGroup,
     ClusterError,
@@ -225,9 +226,35 @@ def torch_group(handle: StrategyHandle, timeout: float) -> Group:
     )
 
 
-def multiworker_cluster(handle: StrategyHandle, timeout: float) -> Group:
+LISTEN_ALL = "--dl-allow-listen-all"
+
+
+def tf_cluster_network(allow_listen_all: bool, timeout: float) -> netns.PrivateNetwork | None:
+    """Where a local TensorFlow cluster runs: a private network namespace of its own with
+    only loopback, because TensorFlow's gRPC servers listen on every interface and have no
+    bind-address option. Where none can be made, the cluster's claims are not applicable,
+    unless the user allowed listening on all interfaces (then None: this host's network)."""
+    import pytest_dlconform
+
+    try:
+        return netns.create(timeout=min(30.0, timeout))
+    except netns.Unavailable as exc:
+        if allow_listen_all:
+            return None
+        pytest_dlconform.not_applicable(listen_all_refused(exc))
+
+
+def listen_all_refused(exc: BaseException) -> str:
+    return (f"TensorFlow's gRPC servers listen on every network interface (tf.distribute.Server has no bind "
+            f"address), so local TensorFlow clusters run only in a private network namespace with nothing but "
+            f"loopback, and none can be made here: {exc}; pass {LISTEN_ALL}=yes (DLCONFORM_ALLOW_LISTEN_ALL=yes) "
+            "to run them on this host's network instead, listening on all of its interfaces")
+
+
+def multiworker_cluster(handle: StrategyHandle, timeout: float, allow_listen_all: bool = False) -> Group:
     """A MultiWorkerMirroredStrategy cluster: this process's TF_CONFIG cluster when set,
-    else ``handle.replicas`` local worker processes, each given TF_CONFIG."""
+    else ``handle.replicas`` local worker processes, each given TF_CONFIG, in a private
+    network namespace (:func:`tf_cluster_network`)."""
     outer = external_tf_config()
     if outer is not None:
         task = outer["task"]
@@ -237,21 +264,25 @@ def multiworker_cluster(handle: StrategyHandle, timeout: float) -> Group:
     world = handle.replicas
     require_gpus_per_rank(handle, world)
     for attempt in range(3):
-        lease = lease_ports(world)
-        cluster = {"worker": lease.addresses()}
+        network = tf_cluster_network(allow_listen_all, timeout)
+        lease = None if network else lease_ports(world)
+        cluster = {"worker": network.addresses(world) if network else lease.addresses()}  # type: ignore[union-attr]
         try:
             return LocalGroup.start(
                 f"tf-multiworker-{world}", world, timeout=timeout,
                 env=lambda rank, _, spec=cluster: {**_gpu_env(handle, rank), "TF_CONFIG": tf_config(spec, "worker", rank),
                                                    "TF_CPP_MIN_LOG_LEVEL": "2"},
                 setup=tf_multiworker_setup, setup_payload={"timeout": timeout, "threads": child_threads(world)},
+                network=network,
             )
         except (ClusterError, TaskError) as exc:
-            # Another program may have taken a leased port before TensorFlow bound it.
-            if attempt == 2 or "Could not start gRPC server" not in str(exc):
+            # On this host's network another program may have taken a leased port before
+            # TensorFlow bound it; a private namespace holds nothing else.
+            if network is not None or attempt == 2 or "Could not start gRPC server" not in str(exc):
                 raise
         finally:
-            lease.release()
+            if lease is not None:
+                lease.release()
     raise AssertionError("unreachable")
 
 
@@ -267,13 +298,15 @@ class PsLayout:
     ps: int
 
 
-def ps_cluster(handle: StrategyHandle, timeout: float, ps_tasks: int = 2) -> Group:
+def ps_cluster(handle: StrategyHandle, timeout: float, ps_tasks: int = 2, allow_listen_all: bool = False) -> Group:
     """A ParameterServerStrategy cluster driven by a ClusterCoordinator.
 
     Rank 0 is the coordinator (the "chief" task); rank 1 hosts the gRPC servers of the
     ``handle.replicas`` worker tasks and ``ps_tasks`` ps tasks, the way TensorFlow's
     parameter-server tutorial builds an in-process cluster, so that one extra process
-    (not one per task) pays TensorFlow's start-up. With TF_CONFIG naming this process
+    (not one per task) pays TensorFlow's start-up. Both run in one private network
+    namespace (:func:`tf_cluster_network`): the coordinator's own server and the worker and
+    ps servers reach each other on its loopback only. With TF_CONFIG naming this process
     the chief of an outer cluster, the coordinator runs here and uses that cluster."""
     outer = external_tf_config()
     if outer is not None:
@@ -283,13 +316,16 @@ def ps_cluster(handle: StrategyHandle, timeout: float, ps_tasks: int = 2) -> Gro
         return AttachedGroup("TF_CONFIG chief", 0, 1, timeout, setup=ps_chief_setup,
                              setup_payload={"cluster": outer["cluster"], "timeout": timeout, "attached": True})
     layout = PsLayout(handle.replicas, ps_tasks)
-    lease = lease_ports(1 + layout.workers + layout.ps)
-    addresses = lease.addresses()
+    tasks = 1 + layout.workers + layout.ps
+    network = tf_cluster_network(allow_listen_all, timeout)
+    lease = None if network else lease_ports(tasks)
+    addresses = network.addresses(tasks) if network else lease.addresses()  # type: ignore[union-attr]
     cluster = {"chief": addresses[:1], "worker": addresses[1:1 + layout.workers], "ps": addresses[1 + layout.workers:]}
     visible = "" if handle.device == "cpu" else os.environ.get("CUDA_VISIBLE_DEVICES", "")
     try:  # the ports stay leased until every server has bound its own
         group = LocalGroup.start(f"tf-ps-{layout.workers}w{layout.ps}ps", 2, timeout=timeout,
-                                 env=lambda rank, _: {"CUDA_VISIBLE_DEVICES": visible, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                                 env=lambda rank, _: {"CUDA_VISIBLE_DEVICES": visible, "TF_CPP_MIN_LOG_LEVEL": "2"},
+                                 network=network)
         try:
             payload = {"cluster": cluster, "timeout": timeout, "threads": child_threads(2)}
             group.run(ps_servers_setup, payload, ranks=[1], what="start of the worker and ps servers")
@@ -298,7 +334,8 @@ def ps_cluster(handle: StrategyHandle, timeout: float, ps_tasks: int = 2) -> Gro
             group.close()
             raise
     finally:
-        lease.release()
+        if lease is not None:
+            lease.release()
     return group
 
 
@@ -306,9 +343,9 @@ def group_for(pool: GroupPool, handle: StrategyHandle, timeout: float) -> Group:
     """The pooled multi-process group of a multi-process handle, started on first use."""
     key = (handle.framework, handle.name if handle.framework == "tensorflow" else "torch", handle.replicas, handle.device)
     if handle.name == "multi-worker":
-        return pool.get(key, lambda: multiworker_cluster(handle, timeout))
+        return pool.get(key, lambda: multiworker_cluster(handle, timeout, allow_listen_all=pool.allow_listen_all))
     if handle.name == "parameter-server":
-        return pool.get(key, lambda: ps_cluster(handle, timeout))
+        return pool.get(key, lambda: ps_cluster(handle, timeout, allow_listen_all=pool.allow_listen_all))
     if handle.name in ("ddp", "fsdp"):
         return pool.get(key, lambda: torch_group(handle, timeout))
     raise HarnessError(f"{handle.name} is not a multi-process strategy")

@@ -431,6 +431,7 @@ class Run:
             "device": s.device, "selected_devices": list(self.kinds), "frameworks": list(s.frameworks),
             "strategies": list(s.strategies), "replicas": s.replicas, "claims": list(s.claims),
             "profile": s.profile, "seed": s.seed, "hypothesis_profile": self.config.getoption("hypothesis_profile", None),
+            "allow_listen_all": s.allow_listen_all,  # --dl-allow-listen-all: TensorFlow cluster servers on all interfaces
         }
         return results.environment(settings_dict, versions, self.inventory_text)
 

@@ -24,6 +24,7 @@ REPORT = "report"
 HTML = "html"
 BASELINE = "baseline"
 TIMEOUT = "timeout"
+ALLOW_LISTEN_ALL = "allow-listen-all"
 
 DEVICE_CHOICES = ("cpu", "gpu", "multi-gpu", "all", "auto")
 FRAMEWORK_CHOICES = ("tensorflow", "torch")
@@ -71,6 +72,9 @@ HELP = {
     BASELINE: "compare this run with an earlier JSON report and fail on any regressed claim.",
     "divergences": "known-divergences TOML file ([[divergence]] claim id or glob, reason, expires; optional framework, version, device): matching violations show as expected; expired or unmatched entries are reported.",
     TIMEOUT: "deadline in seconds for each multi-process group or cluster. Default: 120.",
+    ALLOW_LISTEN_ALL: "yes: where no private network namespace can be made, run local TensorFlow clusters on this "
+    "host's network anyway, their gRPC servers listening on every interface (TensorFlow has no bind-address option); "
+    "no: their claims report not applicable with the reason. Default: no.",
 }
 
 
@@ -91,6 +95,7 @@ class Settings:
     html: str | None = None
     baseline: str | None = None
     timeout: float = 120.0
+    allow_listen_all: bool = False  # TensorFlow cluster servers on this host's network (see netns.py)
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def claim_selected(self, claim_id: str) -> bool:
@@ -206,6 +211,16 @@ def _positive_float(name: str, raw: Raw) -> float:
     return value
 
 
+BOOLEANS = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
+
+
+def _boolean(name: str, raw: Raw) -> bool:
+    value = raw[0].strip().lower()
+    if value not in BOOLEANS:
+        raise _bad(name, raw, "not a yes/no value", "pass yes or no (also true/false, 1/0, on/off)")
+    return BOOLEANS[value]
+
+
 def _claims(raw: Raw | None) -> tuple[str, ...]:
     if raw is None:
         return ("*",)
@@ -260,5 +275,6 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         html=_output_path(HTML, raws[HTML]),
         baseline=_input_path(BASELINE, raws[BASELINE]),
         timeout=float(get(TIMEOUT, lambda r: _positive_float(TIMEOUT, r), 120.0)),  # type: ignore[arg-type]
+        allow_listen_all=bool(get(ALLOW_LISTEN_ALL, lambda r: _boolean(ALLOW_LISTEN_ALL, r), False)),
         sources=sources,
     )

@@ -65,9 +65,11 @@ def _strategy_of(item: pytest.Item) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def dl_groups() -> Iterator[GroupPool]:
-    """The clusters and in-process strategies of this xdist worker, reused across tests."""
-    pool = GroupPool()
+def dl_groups(dl_settings: Any) -> Iterator[GroupPool]:
+    """The clusters and in-process strategies of this xdist worker, reused across tests
+    (TensorFlow clusters in private network namespaces, or, with --dl-allow-listen-all where
+    none can be made, on this host's network)."""
+    pool = GroupPool(allow_listen_all=dl_settings.allow_listen_all)
     try:
         yield pool
     finally:
