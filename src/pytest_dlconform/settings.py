@@ -25,6 +25,7 @@ HTML = "html"
 BASELINE = "baseline"
 TIMEOUT = "timeout"
 ALLOW_LISTEN_ALL = "allow-listen-all"
+MODEL = "model"
 
 DEVICE_CHOICES = ("cpu", "gpu", "multi-gpu", "all", "auto")
 FRAMEWORK_CHOICES = ("tensorflow", "torch")
@@ -75,7 +76,11 @@ HELP = {
     ALLOW_LISTEN_ALL: "yes: where no private network namespace can be made, run local TensorFlow clusters on this "
     "host's network anyway, their gRPC servers listening on every interface (TensorFlow has no bind-address option); "
     "no: their claims report not applicable with the reason. Default: no.",
+    MODEL: "your own model for the model.* claims: 'module:factory' (repeatable; env: comma list; ini: one per line). "
+    "See docs/own-model.md.",
 }
+# Options given more than once on the command line (argparse action "append").
+REPEATABLE = frozenset({MODEL})
 
 
 class SettingsError(ValueError):
@@ -96,6 +101,7 @@ class Settings:
     baseline: str | None = None
     timeout: float = 120.0
     allow_listen_all: bool = False  # TensorFlow cluster servers on this host's network (see netns.py)
+    models: tuple[str, ...] = ()  # --dl-model references 'module:factory', in order, without duplicates
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def claim_selected(self, claim_id: str) -> bool:
@@ -132,6 +138,8 @@ def make_lookup(cli: Mapping[str, object], env: Mapping[str, str], ini: Mapping[
 
     def lookup(name: str) -> Raw | None:
         value = cli.get(name)
+        if isinstance(value, (list, tuple)):  # a repeatable option (REPEATABLE)
+            value = ",".join(str(v) for v in value) or None
         if value is not None:
             return str(value), flag(name)
         if env.get(env_var(name)) not in (None, ""):
@@ -253,6 +261,27 @@ def _input_path(name: str, raw: Raw | None) -> str | None:
     return path
 
 
+def _models(raw: Raw | None) -> tuple[str, ...]:
+    """Syntax only: importing and calling the factories is :mod:`usermodels`' job (up front, in a
+    fresh interpreter), so reading the options stays free of framework imports."""
+    if raw is None:
+        return ()
+    refs: list[str] = []
+    for part in (p.strip() for line in raw[0].splitlines() for p in line.split(",")):
+        if not part:
+            continue
+        module, sep, attr = part.partition(":")
+        dotted = all(x.isidentifier() for x in module.split(".")) and all(x.isidentifier() for x in attr.split("."))
+        if not sep or not module or not attr or not dotted:
+            raise _bad(MODEL, raw, f"{part!r} is not a 'module:factory' reference",
+                       "pass e.g. --dl-model examples.gan:generator (an importable module, a colon, a callable in it)")
+        if part not in refs:
+            refs.append(part)
+    if not refs:
+        raise _bad(MODEL, raw, "no model reference given", "pass e.g. --dl-model examples.gan:generator")
+    return tuple(refs)
+
+
 def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
     """Read and validate every option; raise SettingsError on the first bad one."""
     installed = installed_frameworks() if installed is None else tuple(installed)
@@ -276,5 +305,6 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         baseline=_input_path(BASELINE, raws[BASELINE]),
         timeout=float(get(TIMEOUT, lambda r: _positive_float(TIMEOUT, r), 120.0)),  # type: ignore[arg-type]
         allow_listen_all=bool(get(ALLOW_LISTEN_ALL, lambda r: _boolean(ALLOW_LISTEN_ALL, r), False)),
+        models=_models(raws[MODEL]),
         sources=sources,
     )

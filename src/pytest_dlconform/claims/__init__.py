@@ -28,7 +28,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-AREAS = ("execution", "autodiff", "distributed", "export", "data", "modules", "precision", "interop")
+AREAS = ("execution", "autodiff", "distributed", "export", "data", "modules", "precision", "interop", "model")
 ACCURACY = ("accurate", "imprecise", "wrong")
 FRAMEWORKS = ("tensorflow", "torch")
 _ID = re.compile(r"^[a-z]+(\.[a-z0-9][a-z0-9-]*){1,3}$")

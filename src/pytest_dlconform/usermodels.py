@@ -1,0 +1,378 @@
+"""Your own model through the same oracles: registering, loading and validating model factories.
+
+A *factory* is a callable named ``module:factory`` by ``--dl-model`` (repeatable), the
+``DLCONFORM_MODEL`` environment variable (a comma list), the ``dl_model`` ini key (one per
+line) or an entry point in the :data:`ENTRY_POINT_GROUP` group of an installed package.
+It returns a :class:`UserModel` (or the tuple ``(model, make_inputs[, make_targets])``):
+
+- ``model``: a ``torch.nn.Module`` or a Keras 3 model;
+- ``make_inputs(seed)``: the example inputs, an array or a tuple of arrays (numpy or the
+  framework's tensors), batch first; torch calls ``model(*inputs)``, Keras ``model(inputs)`` (a list when there are several);
+- ``make_targets(seed)``: optional, regression targets of the first output's shape, for the
+  training claims (distributed step, loss scaling); without it the targets are drawn from a
+  standard normal of that shape.
+
+A factory may take ``device`` (the framework's device name, e.g. ``"cpu"``, ``"cuda:0"``,
+``"/GPU:0"``) and ``dtype`` (``"float32"`` or ``"float64"``) keyword arguments; the
+signature is inspected and only what it accepts is passed.
+
+Validation (:func:`validate`) runs once per run, in the controller, before any test: one
+fresh interpreter imports every factory, calls it, checks what came back and calls the
+model on its own example inputs. The fresh interpreter keeps this process free of
+framework state (TensorFlow's logical devices are configured after collection); what it
+learns (each model's framework) travels to xdist workers in :data:`INFO_ENV`.
+
+Importing this module imports no framework.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+ENTRY_POINT_GROUP = "pytest_dlconform.models"
+INFO_ENV = "DLCONFORM_MODEL_INFO"  # controller -> workers: {ref: framework}
+NO_MODEL = "no model registered: pass --dl-model module:factory"
+NO_MODEL_ID = "no-model"
+FIX_RETURN = ("return pytest_dlconform.usermodels.UserModel(model, make_inputs[, make_targets]) "
+              "or the tuple (model, make_inputs)")
+
+
+class ModelError(ValueError):
+    """A factory that cannot be used; the message is one line naming the factory and the fix."""
+
+
+@dataclass
+class UserModel:
+    """What a factory returns (see the module docstring)."""
+
+    model: Any
+    make_inputs: Callable[[int], Any]
+    make_targets: Callable[[int], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Registered:
+    ref: str  # 'module:factory'
+    source: str  # where it was registered ("--dl-model", "entry point NAME of DIST")
+
+
+# ---------------------------------------------------------------- registration
+
+
+def registered(settings: Any) -> list[Registered]:
+    """The models of this run: the option's, then the entry points', without duplicates."""
+    source = settings.describe("model") if hasattr(settings, "describe") else "--dl-model"
+    out = [Registered(ref, source) for ref in getattr(settings, "models", ())]
+    from importlib import metadata
+
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(getattr(ep, "dist", None), "name", "?")
+        if all(r.ref != ep.value for r in out):
+            out.append(Registered(ep.value, f"entry point {ep.name!r} of {dist} (group {ENTRY_POINT_GROUP})"))
+    return out
+
+
+def _where(reg: Registered) -> str:
+    return f"--dl-model {reg.ref!r} (from {reg.source})"
+
+
+# ---------------------------------------------------------------- loading
+
+
+def resolve(ref: str) -> Callable[..., Any]:
+    """The factory named by ``module:attr``; the current directory is importable, as with ``python -m``."""
+    module_name, _, attr = ref.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        raise ModelError(f"module {module_name!r} does not import ({type(exc).__name__}: {_line(exc)}); "
+                         "make it importable from the current directory or install its package") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ModelError(f"module {module_name!r} has no attribute {attr!r}; name a factory function defined in it")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ModelError(f"{attr!r} is a {type(obj).__name__}, not callable; name a function that builds the model and would {FIX_RETURN}")
+    return obj
+
+
+def call_factory(factory: Callable[..., Any], *, device: str, dtype: str) -> UserModel:
+    """Call the factory with the ``device``/``dtype`` keywords it accepts; check the result's shape."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}  # a builtin or C callable: call it without arguments
+    wide = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in (("device", device), ("dtype", dtype)) if wide or k in params}
+    try:
+        made = factory(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - reported as the user's factory failing
+        raise ModelError(f"the factory raised {type(exc).__name__}: {_line(exc)}; fix the factory "
+                         f"(it was called with {kwargs or 'no arguments'})") from None
+    return as_user_model(made)
+
+
+def as_user_model(made: Any) -> UserModel:
+    if isinstance(made, UserModel):
+        um = made
+    elif isinstance(made, tuple) and len(made) in (2, 3):
+        um = UserModel(*made)
+    else:
+        raise ModelError(f"the factory returned {_kind(made)}; {FIX_RETURN}")
+    framework_of(um.model)
+    for name in ("make_inputs", "make_targets"):
+        fn = getattr(um, name)
+        if fn is not None and not callable(fn):
+            raise ModelError(f"{name} is {_kind(fn)}, not callable; pass a function seed -> arrays")
+    return um
+
+
+def framework_of(model: Any) -> str:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(model, torch.nn.Module):
+        return "torch"
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(model, keras.Model):
+        return "tensorflow"
+    raise ModelError(f"the model is {_kind(model)}, not a torch.nn.Module or a keras.Model; {FIX_RETURN}")
+
+
+def _kind(obj: Any) -> str:
+    return "None" if obj is None else f"a {type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] + ("..." if len(text) > 300 else "") or "(no message)"
+
+
+# ---------------------------------------------------------------- example data
+
+
+def example_inputs(um: UserModel, seed: int) -> list[Any]:
+    """``make_inputs(seed)`` as a list of numpy arrays, batch first."""
+    import numpy as np
+
+    try:
+        raw = um.make_inputs(seed)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"make_inputs({seed}) raised {type(exc).__name__}: {_line(exc)}; fix make_inputs") from None
+    items = list(raw) if isinstance(raw, (tuple, list)) else [raw]
+    out = []
+    for i, item in enumerate(items):
+        arr = to_numpy(item)
+        if arr is None or arr.dtype.kind not in "biuf" or arr.ndim == 0:
+            raise ModelError(f"make_inputs({seed}) item {i} is {_kind(item)}; return arrays (numpy or tensors) with "
+                             "a batch dimension first, one per positional argument of the model")
+        out.append(arr)
+    if not out:
+        raise ModelError(f"make_inputs({seed}) returned no arrays; return one array per positional argument of the model")
+    if len({a.shape[0] for a in out}) != 1:
+        raise ModelError(f"make_inputs({seed}) returned batch sizes {[a.shape[0] for a in out]}; all inputs need the "
+                         "same batch (first) dimension")
+    return out
+
+
+def to_numpy(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "detach"):  # torch
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            value = value.float()
+        return value.numpy()
+    if hasattr(value, "numpy"):  # tf / keras
+        return np.asarray(value.numpy())
+    try:
+        return np.asarray(value)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def example_targets(um: UserModel, seed: int, first_output: Any) -> Any:
+    """``make_targets(seed)``, or standard normal targets of the first output's shape."""
+    import numpy as np
+
+    shape = tuple(np.shape(first_output))
+    if um.make_targets is None:
+        return np.random.default_rng(seed + 7919).standard_normal(shape)
+    try:
+        y = to_numpy(um.make_targets(seed))
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"make_targets({seed}) raised {type(exc).__name__}: {_line(exc)}; fix make_targets") from None
+    if y is None or tuple(y.shape) != shape:
+        raise ModelError(f"make_targets({seed}) gave shape {getattr(y, 'shape', None)}, but the model's first output "
+                         f"has shape {shape}; return regression targets of that shape")
+    return y.astype(np.float64)
+
+
+# ---------------------------------------------------------------- validation (up front)
+
+
+def check_one(ref: str, seed: int = 0) -> dict[str, Any]:
+    """Import, call and exercise one factory in this process; returns what it learned."""
+    from .checks import usermodel as ops
+
+    um = call_factory(resolve(ref), device="cpu", dtype="float32")
+    framework = framework_of(um.model)
+    inputs = example_inputs(um, seed)
+    try:
+        outs = ops.adapter_for(framework).forward(um.model, inputs, training=False)
+    except Exception as exc:  # noqa: BLE001
+        shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in inputs)
+        raise ModelError(f"the model rejects its example inputs ({shapes}) with {type(exc).__name__}: {_line(exc)}; "
+                         "make make_inputs(seed) return what model(*inputs) accepts") from None
+    if not outs:
+        raise ModelError("the model's output holds no floating-point tensor; return a tensor, a tuple or a dict of them")
+    example_targets(um, seed, next(iter(outs.values())))
+    return {"framework": framework}
+
+
+def child_main(refs: Sequence[str]) -> dict[str, Any]:
+    """Runs in the validation interpreter: every factory, each error as one line."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    report: dict[str, Any] = {}
+    for ref in refs:
+        try:
+            report[ref] = check_one(ref)
+        except ModelError as exc:
+            report[ref] = {"error": str(exc)}
+    return report
+
+
+def validate(settings: Any) -> None:
+    """The controller's check of every registered model: pytest.UsageError on the first bad one."""
+    import pytest
+
+    regs = registered(settings)
+    if not regs:
+        os.environ.pop(INFO_ENV, None)
+        return
+    from .fresh import run_python
+
+    code = f"from pytest_dlconform.usermodels import child_main\nemit(child_main({[r.ref for r in regs]!r}))\n"
+    try:
+        report = run_python(code, timeout=float(getattr(settings, "timeout", 120.0)) * 2, cwd=os.getcwd(),
+                            env={"TF_CPP_MIN_LOG_LEVEL": "2"}, what="the interpreter checking the --dl-model factories")
+    except Exception as exc:  # noqa: BLE001 - a crash (segfault in a framework) is still the factory's
+        raise pytest.UsageError(f"{_where(regs[0])}: checking the factories failed: {_line(exc)}") from None
+    for reg in regs:
+        found = report.get(reg.ref, {})
+        if "error" in found:
+            raise pytest.UsageError(f"{_where(reg)}: {found['error']}")
+    os.environ[INFO_ENV] = json.dumps({r.ref: report[r.ref]["framework"] for r in regs})
+
+
+def known_frameworks(settings: Any) -> dict[str, str]:
+    """ref -> framework as the controller's validation found it (set in this process or inherited)."""
+    try:
+        info = json.loads(os.environ.get(INFO_ENV, "{}"))
+    except ValueError:
+        info = {}
+    refs = [r.ref for r in registered(settings)]
+    missing = [r for r in refs if r not in info]
+    if missing:  # e.g. a worker started without the controller's environment: learn it here
+        report = child_main(missing)
+        for ref in missing:
+            if "error" in report[ref]:
+                raise ModelError(f"--dl-model {ref!r}: {report[ref]['error']}")
+            info[ref] = report[ref]["framework"]
+    return {r: info[r] for r in refs}
+
+
+# ---------------------------------------------------------------- parametrization and fixture
+
+# The distribution strategies the model claims cover (step equivalence on 2 replicas/ranks).
+MODEL_STRATEGIES = {"torch": ("ddp", "fsdp"), "tensorflow": ("mirrored", "multi-worker")}
+
+
+def parametrize(metafunc: Any, run: Any) -> None:
+    """dl_model (and dl_strategy, where a test takes both): one test per registered model (x strategy).
+
+    No model registered: the tests are deselected, so a default run stays quiet and fast;
+    when --dl-claims was given, each is "not applicable" with :data:`NO_MODEL` instead,
+    since the user then asked for the claims by name."""
+    from .session import DESELECTED, SHORT
+
+    names = metafunc.fixturenames
+    settings = run.settings
+    models = [(fw, ref) for ref, fw in known_frameworks(settings).items()]
+    if not models:
+        explicit = "claims" in settings.sources
+        value: Any = ("", NO_MODEL_ID) if explicit else DESELECTED
+        ids = [NO_MODEL_ID if explicit else "deselected"]
+        if "dl_strategy" in names:
+            metafunc.parametrize(["dl_model", "dl_strategy"], [(value, DESELECTED if not explicit else ("", ""))],
+                                 ids=ids, indirect=True, scope="session")
+        else:
+            metafunc.parametrize("dl_model", [value], ids=ids, indirect=True, scope="session")
+        return
+    fws = [(fw, ref) for fw, ref in models if fw in settings.frameworks or fw not in run.installed]
+    if "dl_strategy" in names:
+        pairs = [((fw, ref), (fw, s)) for fw, ref in fws for s in settings.strategies_for(fw)
+                 if s in MODEL_STRATEGIES[fw]]
+        ids = [f"{ref}-{SHORT[fw]}-{s[1]}" for (fw, ref), s in pairs]
+        metafunc.parametrize(["dl_model", "dl_strategy"], pairs or [(DESELECTED, DESELECTED)],
+                             ids=ids or ["deselected"], indirect=True, scope="session")
+        return
+    metafunc.parametrize("dl_model", fws or [DESELECTED], ids=[ref for _, ref in fws] or ["deselected"],
+                         indirect=True, scope="session")
+
+
+@dataclass
+class ModelHandle:
+    """The ``dl_model`` fixture: a registered factory, its framework and the device to build on."""
+
+    ref: str
+    framework: str
+    device_kind: str
+    device: str  # the framework's device name
+    timeout: float
+
+    def build(self, dtype: str = "float32", *, seed: int | None = None) -> UserModel:
+        """A fresh model from the factory (the framework seeded with ``seed`` first, if given)."""
+        from .checks import usermodel as ops
+
+        ad = ops.adapter_for(self.framework)
+        if seed is not None:
+            ad.seed(seed)
+        if self.framework == "tensorflow":  # Keras: built under the dtype policy (float64, mixed_float16)
+            with ops.keras_policy(dtype):
+                um = call_factory(resolve(self.ref), device=self.device, dtype=dtype)
+        else:
+            um = call_factory(resolve(self.ref), device=self.device, dtype=dtype)
+        if framework_of(um.model) != self.framework:
+            raise ModelError(f"--dl-model {self.ref!r} built a {framework_of(um.model)} model now, "
+                             f"a {self.framework} one before; a factory must always build the same kind")
+        return um
+
+    def describe(self) -> str:
+        return f"{self.ref} ({self.framework}, {self.device})"
+
+
+def fixture(run: Any, param: Any, device_kind: str) -> ModelHandle:
+    from . import not_applicable
+
+    framework, ref = param
+    if not framework:
+        not_applicable(NO_MODEL)
+    run.framework_fixture(framework)  # configured framework; "not applicable" if not installed
+    from .frameworks import adapter
+
+    device = adapter(framework).device("cpu" if device_kind == "cpu" else "gpu")
+    return ModelHandle(ref, framework, device_kind, device, float(run.settings.timeout))
+
+
+def replace(um: UserModel, **changes: Any) -> UserModel:
+    return dataclasses.replace(um, **changes)

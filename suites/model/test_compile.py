@@ -1,0 +1,74 @@
+"""model.compile.equivalence: torch.compile and tf.function (with and without XLA) against eager."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dlconform import evidence, usermodels
+from pytest_dlconform.checks import usermodel as ops
+
+MODES = ("torch-compile", "tf-function", "tf-function-xla")
+
+
+def _torch(dl_model, dl_seed):
+    import torch
+
+    fw = ops.TorchOps()
+    um = dl_model.build(seed=dl_seed)
+    inputs = usermodels.example_inputs(um, dl_seed)
+    eager_out = fw.forward(um.model, inputs, training=False)
+    targets = usermodels.example_targets(um, dl_seed, next(iter(eager_out.values())))
+    eager_grads = fw.grads(um.model, inputs, targets, training=False)
+    torch._dynamo.reset()
+    compiled = torch.compile(um.model)
+    with torch.no_grad():
+        out = {k: ops._np(v) for k, v in fw.call(compiled, fw.tensors(um.model, inputs), training=False).items()}
+    um.model.zero_grad(set_to_none=True)
+    y = torch.tensor(targets, dtype=torch.float32)
+    fw.loss(compiled, fw.tensors(um.model, inputs), y).backward()
+    grads = {n: ops._np(p.grad) for n, p in fw.params(um.model).items()}
+    torch._dynamo.reset()
+    return um, inputs, (eager_out, eager_grads), (out, grads)
+
+
+def _keras(dl_model, dl_seed, jit):
+    import tensorflow as tf
+
+    fw = ops.KerasOps()
+    um = dl_model.build(seed=dl_seed)
+    inputs = usermodels.example_inputs(um, dl_seed)
+    eager_out = fw.forward(um.model, inputs, training=False)
+    targets = usermodels.example_targets(um, dl_seed, next(iter(eager_out.values())))
+    eager_grads = fw.grads(um.model, inputs, targets, training=False)
+    named = fw.params(um.model)
+    variables = list(named.values())
+
+    @tf.function(jit_compile=jit, autograph=False)
+    def both(args, y):
+        with tf.GradientTape() as tape:
+            outs = fw.call(um.model, args, training=False)
+            first = next(iter(outs.values()))
+            loss = tf.reduce_mean(tf.reduce_sum(tf.reshape(tf.square(first - tf.cast(y, first.dtype)),
+                                                           [tf.shape(first)[0], -1]), axis=1))
+        return outs, tape.gradient(loss, variables)
+
+    outs, grads = both(fw.tensors(um.model, inputs), tf.constant(targets))
+    compiled = ({k: v.numpy() for k, v in outs.items()}, {k: g.numpy() for k, g in zip(named, grads)})
+    return um, inputs, (eager_out, eager_grads), compiled
+
+
+@pytest.mark.claim("model.compile.equivalence")
+@pytest.mark.dl_model_variants("mode", {"torch": ("torch-compile",), "tensorflow": ("tf-function", "tf-function-xla")})
+@pytest.mark.parametrize("mode", MODES)
+def test_compiled_model_matches_eager(dl_model, mode, dl_seed):
+    if mode == "torch-compile":
+        um, inputs, eager, compiled = _torch(dl_model, dl_seed)
+    else:
+        um, inputs, eager, compiled = _keras(dl_model, dl_seed, jit=mode.endswith("xla"))
+    tol = ops.forward_tolerance(um.model, inputs, dl_model.framework, "float32", backward=True,
+                                device=dl_model.device_kind)
+    what = f"{mode} of {dl_model.describe()}"
+    ops.assert_close_tree(compiled[0], eager[0], tol, what=f"{what}: outputs compiled vs eager", name="outputs compiled vs eager")
+    ops.assert_close_tree(compiled[1], eager[1], tol, what=f"{what}: parameter gradients compiled vs eager",
+                          name="gradients compiled vs eager")
+    evidence.note(mode=mode)

@@ -1,0 +1,63 @@
+"""model.distributed.step-equivalence: one training step of the user's model under DDP, FSDP,
+Mirrored and MultiWorkerMirrored equals the single-device step on the same global batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dlconform import distribution as dist
+from pytest_dlconform import evidence, not_applicable, usermodels
+from pytest_dlconform.checks import reductions as oracle
+from pytest_dlconform.checks import usermodel as ops
+from pytest_dlconform.frameworks import HarnessError
+
+
+def _batch(dl_model, um, seed, n):
+    fw = ops.adapter_for(dl_model.framework)
+    inputs = usermodels.example_inputs(um, seed)
+    rows = (len(inputs[0]) // n) * n
+    if rows == 0:
+        raise HarnessError(f"{dl_model.ref}: make_inputs gives {len(inputs[0])} rows, fewer than the {n} replicas; "
+                           f"return a batch of at least {n} rows")
+    inputs = [a[:rows] for a in inputs]
+    first = next(iter(fw.forward(um.model, inputs, training=False).values()))
+    targets = usermodels.example_targets(um, seed, first).astype("float32")
+    return inputs, targets
+
+
+@pytest.mark.claim("model.distributed.step-equivalence")
+def test_one_step_equals_single_device(dl_model, dl_strategy, dl_groups, dl_seed, dl_settings):
+    n = dl_strategy.world_size
+    fw = ops.adapter_for(dl_model.framework)
+    um = dl_model.build(seed=dl_seed)
+    inputs, targets = _batch(dl_model, um, dl_seed, n)
+    state = fw.state(um.model)
+    payload = {"ref": dl_model.ref, "state": state, "inputs": inputs, "targets": targets, "wrap": dl_strategy.name}
+    what = f"{dl_strategy.name} over {n} replicas, {dl_model.describe()}, global batch {len(targets)}"
+    if dl_model.framework == "torch":
+        group = dist.group_for(dl_groups, dl_strategy, dl_settings.timeout)
+        per_rank = group.run(ops.torch_rank_step, payload, what=f"{dl_strategy.name} step of {dl_model.ref}")
+        replicas = [per_rank[r] for r in sorted(per_rank)]
+        refused = {rep[ops.REFUSED] for rep in replicas if ops.REFUSED in rep}
+        if refused:
+            not_applicable(f"{dl_strategy.name} refuses this model: {'; '.join(sorted(refused))}")
+        expected = ops.torch_single_step(um.model, inputs, targets, n)
+    else:
+        if dl_strategy.name == "mirrored":
+            result = ops.keras_strategy_step(dist.inprocess_strategy(dl_groups, dl_strategy), payload)
+            results = [result]
+        else:
+            group = dist.group_for(dl_groups, dl_strategy, dl_settings.timeout)
+            per_rank = group.run(ops.tf_mw_step, payload, what=f"MultiWorkerMirrored step of {dl_model.ref}")
+            results = [per_rank[r] for r in sorted(per_rank)]
+        replicas = [{k: copies[i] for k, copies in res["weights"].items()} for res in results
+                    for i in range(len(next(iter(res["weights"].values()))))]
+        n = sum(res["replicas"] for res in results[:1])
+        expected = ops.keras_single_step(um.model, inputs, targets)
+    names = sorted(expected)
+    oracle.check_replicas_agree([[rep[k] for k in names] for rep in replicas], what=f"{what}: replicas", names=names)
+    ops_count, _ = ops.error_terms(um.model, inputs, dl_model.framework)
+    tol = oracle.step_tolerance("float32", layers=ops_count, steps=1, batch=len(targets), device=dl_strategy.device,
+                                framework=dl_model.framework)
+    oracle.check_weights([replicas[0][k] for k in names], [expected[k] for k in names], tol, what=what, names=names)
+    evidence.note(replicas=len(replicas), strategy=dl_strategy.name)
