@@ -50,3 +50,14 @@ def test_tensorflow_forward_mode_through_softsign(tf, x):
         raise AssertionError(f"forward mode through tf.nn.softsign raised {type(exc).__name__}: {exc}") from exc
     # d/dx x/(1+|x|) = 1/(1+|x|)**2: a division, a square, an addition.
     assert_close(jvp, 1.0 / (1.0 + np.abs(x)) ** 2, tolerance("float64", ops=3), what="J u of softsign")
+
+
+@pytest.mark.claim("autodiff.gradient.forward-mode-accuracy")
+@given(x=st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=8).map(np.array))
+def test_torch_forward_mode_through_logcumsumexp(torch, x):
+    # y_i = log sum_{j<=i} exp(x_j), so along u = ones, (J u)_i = sum_{j<=i} exp(x_j - y_i) = 1
+    # exactly: n exponentials, their sum and a division per entry.
+    t = torch.tensor(x, dtype=torch.float64)
+    _, ju = torch.func.jvp(lambda v: torch.logcumsumexp(v, 0), (t,), (torch.ones_like(t),))
+    assert_close(ju.cpu().numpy(), np.ones_like(x), tolerance("float64", ops=3, reduction=x.size),
+                 what=f"J u of torch.logcumsumexp along ones at x={x.tolist()}")
