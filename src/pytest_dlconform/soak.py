@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -178,16 +179,26 @@ def execute(run: Run, timeout: float | None, divergences: str) -> Run:
         try:
             run.exit_code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 15)  # the run's own process group: pytest and its xdist workers
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
-                proc.wait()
+            _stop(proc)
+        finally:  # the soak itself stopped (Ctrl-C, SIGTERM): take its run down with it
+            if proc.poll() is None:
+                _stop(proc)
     run.wall_s = round(time.monotonic() - start, 1)
     run.load_after = _load()
     judge(run, divergences)
     return run
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End the run's own process group (pytest and its xdist workers), politely first."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
 
 
 def _summary_line(run: Run) -> str:
@@ -244,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         sys.stderr.write(f"dlconform soak: {problem}\n")
         return 2
+    # SIGTERM (a CI cancel, kill PID) unwinds like Ctrl-C, so the running suite is stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     divergences = str(Path(args.divergences).resolve()) if args.divergences else _divergences()
