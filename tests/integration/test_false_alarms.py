@@ -214,3 +214,25 @@ def test_sgd_step_that_cancels_is_judged_by_the_size_of_its_terms(torch: Any) ->
     # A step with the wrong learning rate (1% off) is far outside.
     with pytest.raises(ToleranceExceeded, match="lr off by 1%"):
         assert_close(before - np.float32(lr * 1.01) * g, expected, tol, what="lr off by 1%")
+
+
+# ------------------------------------------------ found by the soak: a real torch bug, not a tolerance
+
+def test_logcumsumexp_forward_mode_oracle_fails_torch_and_passes_the_recurrence(torch: Any) -> None:
+    """Soak seed 312022087: the generated program logcumsumexp(axis 0) at x = [-59.8, 0] made forward
+    and reverse mode disagree by 41.8 (not rounding). The known-limit test's oracle, (J u)_i = 1 along
+    u = ones, fails torch 2.13's JVP (pytorch#196705) and passes the prefix recurrence the fix uses."""
+    x = np.array([-59.81226771, 0.0])
+    tol = tolerance("float64", ops=3, reduction=x.size)
+    t = torch.tensor(x, dtype=torch.float64)
+    _, ju = torch.func.jvp(lambda v: torch.logcumsumexp(v, 0), (t,), (torch.ones_like(t),))
+    if abs(float(ju[0]) - 1.0) > 1e-6:  # torch before the fix
+        with pytest.raises(ToleranceExceeded, match="J u of torch.logcumsumexp"):
+            assert_close(ju.numpy(), np.ones_like(x), tol, what="J u of torch.logcumsumexp along ones")
+    # y_t[i] = exp(y[i-1] - y[i]) * y_t[i-1] + exp(x[i] - y[i]) * x_t[i]: the correct JVP.
+    y = np.logaddexp.accumulate(x)
+    yt = np.empty_like(x)
+    yt[0] = 1.0
+    for i in range(1, x.size):
+        yt[i] = np.exp(y[i - 1] - y[i]) * yt[i - 1] + np.exp(x[i] - y[i]) * 1.0
+    assert_close(yt, np.ones_like(x), tol, what="recurrence JVP")
