@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence
+from pytest_dlconform import evidence, not_applicable
 from pytest_dlconform.checks import reductions as oracle
 from pytest_dlconform.distribution import TrainCase
 from pytest_dlconform.inputs import budget, shapes
@@ -84,6 +84,12 @@ def test_default_all_reduce_depends_on_the_device_kind(tf, dl_strategy, dl_group
     oracle.check_replicas_agree([[r] for r in seen["results"]], what="all_reduce results")
     np.testing.assert_array_equal(seen["results"][0], np.full(3, replicas * (replicas + 1) / 2, np.float32),
                                   err_msg="all_reduce(SUM) of replica ids 1..N")
+    logical = len(tf.config.list_logical_devices("GPU")) != len(tf.config.list_physical_devices("GPU"))
+    if dl_strategy.device != "cpu" and logical:
+        not_applicable(
+            f"the {replicas} replicas are logical GPUs of one physical GPU (--dl-device={dl_strategy.device}), where "
+            "TensorFlow's select_cross_device_ops falls back to ReductionToOneDevice ('NCCL is not supported when using "
+            "virtual GPUs'); the NCCL default needs two physical GPUs (--dl-device=multi-gpu)")
     if dl_strategy.device == "cpu":
         assert collective and not nccl, (
             f"MirroredStrategy over {replicas} CPU devices traced {sorted(types)}; the precise truth is a collective "
