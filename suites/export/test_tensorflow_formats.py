@@ -1,4 +1,4 @@
-"""export: TensorFlow formats — SavedModel, Keras .keras and model.export, TFLite, TF Serving, TF.js.
+"""export: TensorFlow formats — SavedModel, Keras .keras and model.export, TFLite, TF Serving (TF.js: test_tfjs.py).
 
 Each property runs its hypothesis examples inside the test (an inner ``@given``), so that
 all artifacts of one test are loaded back in one fresh interpreter at the end.
@@ -6,7 +6,6 @@ all artifacts of one test are loaded back in one fresh interpreter at the end.
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import claims, evidence, not_applicable, serving
+from pytest_dlconform import evidence, not_applicable, serving
 from pytest_dlconform.checks import roundtrip as rt
 
 BATCHES = st.lists(st.integers(1, 6), min_size=1, max_size=3)
@@ -286,22 +285,4 @@ def test_keras_to_savedmodel_to_tflite_keeps_outputs(tf, tmp_path, dl_settings, 
     trip.finish()
 
 
-# --------------------------------------------------------------------------- TF.js
-
-
-@pytest.mark.claim("export.tfjs.roundtrip")
-def test_tfjs_converter_keeps_outputs(tf, tmp_path, dl_device):
-    if importlib.util.find_spec("tensorflowjs") is None:
-        claim = claims.get("export.tfjs.roundtrip")
-        not_applicable("tensorflowjs is not installed (importlib.util.find_spec('tensorflowjs') is None) and cannot be "
-                       f"installed beside tensorflow {tf.__version__}: {claim.evidence if claim else ''}")
-    import tensorflowjs as tfjs  # pragma: no cover - not installable beside TF 2.21 (see the claim's evidence)
-
-    keras = _keras()
-    spec = rt.ModelSpec(6, (rt.Layer("dense", 8, "tanh"), rt.Layer("batchnorm"), rt.Layer("dense", 2)), "float32", 5)
-    model = rt.build_keras(spec, keras)
-    x = rt.example_inputs(spec, [3], seed=1)[0]
-    tfjs.converters.save_keras_model(model, str(tmp_path / "tfjs"))
-    back = tfjs.converters.load_keras_model(str(tmp_path / "tfjs" / "model.json"))
-    rt.assert_close_outputs({"y": np.asarray(back(x))}, {"y": np.asarray(model(x))}, _tol(spec, dl_device),
-                            what=f"TF.js layers model of {spec.describe()}")
+# TF.js (export.tfjs.roundtrip) lives in test_tfjs.py: its converter needs an environment of its own.
