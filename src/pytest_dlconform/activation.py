@@ -71,5 +71,30 @@ class Activation:
         if self.run is None:
             from .session import Run
 
+            _plan_lazy_worker(self.config)
             self.run = Run.from_config(self.config)  # raises pytest.UsageError on a bad option
         return self.run
+
+
+def _plan_lazy_worker(config: pytest.Config) -> None:
+    """An xdist worker whose controller was inert (it collects nothing, so it could not know
+    that claim tests would run) plans its own share as the controller would have: the same
+    discovery, the same split of cores and GPUs by worker index and count."""
+    wi = getattr(config, "workerinput", None)
+    if wi is None or "dlconform_kinds" in wi:
+        return
+    import tempfile
+    from types import SimpleNamespace
+
+    from . import devices
+    from .session import Run, settings_from_config
+
+    del config.workerinput  # type: ignore[attr-defined]  # plan as the controller, then be the worker
+    try:
+        planner = Run(config, settings_from_config(config))
+    finally:
+        config.workerinput = wi  # type: ignore[attr-defined]
+    node = SimpleNamespace(gateway=SimpleNamespace(id=str(wi.get("workerid", "gw0"))))
+    wi.update(planner.worker_input(node, n_workers=int(wi.get("workercount", 1))))
+    if devices.GPU_LOCK_KEY in wi:  # one lock for all workers of this run, not one per planner
+        wi[devices.GPU_LOCK_KEY] = os.path.join(tempfile.gettempdir(), f"dlconform-gpus-{wi.get('testrunuid', 'run')}.lock")

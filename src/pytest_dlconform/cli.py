@@ -30,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the shipped conformance suites; extra arguments go to pytest")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER)
     cmp = sub.add_parser("compare", help="compare two JSON reports (upgrade check)",
-                         description="Exit status: 0 no regression, 1 a claim regressed (held, now violated), 2 unusable input.")
+                         description="Exit status: 0 no regression, 1 a claim regressed (held, now violated) or held and "
+                                     "now errors, 2 unusable input.")
     cmp.add_argument("old", help="the earlier JSON report (--dl-report)")
     cmp.add_argument("new", help="the later JSON report")
     cmp.add_argument("--format", choices=("text", "markdown"), default="text", help="what to print on stdout")

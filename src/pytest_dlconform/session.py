@@ -144,11 +144,12 @@ class Run:
             os.environ.setdefault(*determinism.CUBLAS_ENV)  # before cuBLAS starts: bitwise claims
         return inventory.describe(), kinds, None
 
-    def worker_input(self, node: Any) -> dict[str, Any]:
+    def worker_input(self, node: Any, n_workers: int | None = None) -> dict[str, Any]:
         # -n N sets numprocesses and leaves --tx empty; --tx lists the workers itself.
         numprocesses = getattr(self.config.option, "numprocesses", None)
         tx = getattr(self.config.option, "tx", None) or []
-        n_workers = max(1, numprocesses if isinstance(numprocesses, int) and numprocesses > 0 else len(tx))
+        if n_workers is None:
+            n_workers = max(1, numprocesses if isinstance(numprocesses, int) and numprocesses > 0 else len(tx))
         index = int(str(node.gateway.id).removeprefix("gw") or 0)
         wi = {
             "dlconform_kinds": list(self.kinds),

@@ -9,6 +9,7 @@ other runs use claim tests that need no framework, so they stay cheap.
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -219,36 +220,72 @@ def plain(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_known_divergences_in_run(plain: pytest.Pytester) -> None:
-    plain.makefile(".toml", known="""
-        [[divergence]]
-        claim = "autodiff.tape.persistent"
-        reason = "tracked upstream"
-        expires = 2999-01-01
+KNOWN = """
+    [[divergence]]
+    claim = "autodiff.tape.persistent"
+    tests = ["test_plain.py::test_violated[*]"]
+    exception = "AssertionError"
+    message = "planted violation"
+    versions = { pytest = "*" }
+    reason = "tracked upstream"
+    expires = 2999-01-01
 
-        [[divergence]]
-        claim = "autodiff.tape.watch"
-        reason = "was broken once"
-        expires = 2999-01-01
+    [[divergence]]
+    claim = "autodiff.tape.watch"
+    tests = ["test_plain.py::test_holds*"]
+    exception = "AssertionError"
+    versions = { pytest = "*" }
+    reason = "was broken once"
+    expires = 2999-01-01
 
-        [[divergence]]
-        claim = "autodiff.tape.multiple"
-        reason = "old"
-        expires = 2000-01-01
-    """)
-    result = run(plain, "--dl-divergences=known.toml", "--dl-report=r.json", env={"PLAIN_VIOLATE": "1"})
+    [[divergence]]
+    claim = "autodiff.tape.multiple"
+    tests = ["test_plain.py::test_slow*"]
+    exception = "AssertionError"
+    versions = { pytest = "*" }
+    reason = "old"
+    expires = 2000-01-01
+
+    [[divergence]]
+    claim = "data.*"
+    tests = ["data/*"]
+    exception = "AssertionError"
+    versions = { pytest = "*" }
+    reason = "its claim did not run"
+    expires = 2999-01-01
+"""
+
+
+def test_known_divergences_are_xfails_with_their_reason_and_no_traceback(plain: pytest.Pytester) -> None:
+    plain.makefile(".toml", known=KNOWN)
+    result = run(plain, "--dl-divergences=known.toml", "--dl-report=r.json", "-rx", env={"PLAIN_VIOLATE": "1"})
     assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
     result.stdout.fnmatch_lines([
         "autodiff.tape.persistent*exp*",
         "tests: 2 holds, 1 violated (1 expected), 0 not applicable, 0 error",
-        "*known divergence applied: autodiff.tape.persistent*1 violated test(s) shown as expected: tracked upstream",
-        "*known divergence UNMATCHED: autodiff.tape.watch*",
+        "*known divergence applied: autodiff.tape.persistent*1 violated test(s) shown as xfailed: tracked upstream",
+        "*known divergence UNMATCHED: autodiff.tape.watch*its 1 test(s) ran: holds*",
         "*known divergence EXPIRED on 2000-01-01: autodiff.tape.multiple*",
-        "*exit status 0: all 1 failed test(s) are known divergences",
+        "*known divergence not selected: data.*",
+        "XFAIL test_plain.py::test_violated[[]cpu[]] - known divergence entry 1 (autodiff.tape.persistent): "
+        "tracked upstream; observed: AssertionError: planted violation*",
+        "*2 passed, 1 xfailed*",
     ])
+    assert not re.search(r"\bfailed", out.splitlines()[-1]) and "Traceback" not in out and "planted violation\nassert" not in out
     doc = json.loads((plain.path / "r.json").read_text())
-    assert [d["status"] for d in doc["divergences"]] == ["applied", "unmatched", "expired"]
-    assert doc["claims"]["autodiff.tape.persistent"]["expected"] == "tracked upstream"
+    assert [d["status"] for d in doc["divergences"]] == ["applied", "unmatched", "expired", "not selected"]
+    [test] = doc["claims"]["autodiff.tape.persistent"]["tests"]
+    assert test["verdict"] == "violated" and test["expected"] == "tracked upstream"
+    assert test["evidence"]["exception"]["types"][0] == "AssertionError"  # all detail in the report
+
+
+def test_a_violation_outside_the_pin_fails(plain: pytest.Pytester) -> None:
+    """The same test, another symptom: the entry pins the message, the test fails as usual."""
+    plain.makefile(".toml", known=KNOWN.replace('message = "planted violation"', 'message = "another symptom"'))
+    result = run(plain, "--dl-divergences=known.toml", env={"PLAIN_VIOLATE": "1"})
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*known divergence UNMATCHED: autodiff.tape.persistent*", "*1 failed, 2 passed*"])
 
 
 def test_an_unusable_divergences_file_or_baseline_is_a_usage_error(plain: pytest.Pytester) -> None:

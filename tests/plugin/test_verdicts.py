@@ -29,8 +29,22 @@ def test_harness_error():
     raise HarnessError("worker 1 never joined")
 
 @pytest.mark.claim("autodiff.tape.unconnected")
-def test_other_exception_is_an_error():
-    {}["missing"]
+def test_framework_exception_is_a_violation():
+    import numpy as np
+    np.linalg.inv(np.zeros((2, 2)))  # the library under test raises where the test expects a result
+
+@pytest.mark.claim("autodiff.tape.records-forward")
+def test_a_none_result_used_is_a_violation():
+    grad = None  # what a tape gives for an unconnected source
+    grad.numpy()
+
+@pytest.mark.claim("autodiff.graph.implicit")
+def test_a_bug_in_the_test_text_is_an_error():
+    undefined_name
+
+@pytest.mark.claim("autodiff.gradient.seed-example")
+def test_an_install_that_cannot_import_is_an_error():
+    import no_such_framework_module
 
 @pytest.fixture
 def broken():
@@ -50,7 +64,10 @@ EXPECTED = {
     "test_violated": "violated",
     "test_not_applicable": "not applicable",
     "test_harness_error": "error",
-    "test_other_exception_is_an_error": "error",
+    "test_framework_exception_is_a_violation": "violated",
+    "test_a_none_result_used_is_a_violation": "violated",
+    "test_a_bug_in_the_test_text_is_an_error": "error",
+    "test_an_install_that_cannot_import_is_an_error": "error",
     "test_setup_error": "error",
     "test_unknown_claim": "error",
 }
@@ -73,7 +90,12 @@ def test_each_outcome_maps_to_one_verdict_in_junit_and_matrix(suite, workers):
     assert props["test_holds"]["dl_claim"] == "autodiff.tape.watch"
     out = result.stdout.str()
     assert "dlconform conformance matrix" in out
-    assert "1 holds, 1 violated, 1 not applicable, 4 error" in out
+    assert "1 holds, 3 violated, 1 not applicable, 5 error" in out
+    # pytest's own words agree: violations fail, harness problems are errors, also in the call.
+    result.assert_outcomes(passed=1, failed=3, skipped=1, errors=5)
+    assert "ERROR test_verdicts.py::test_harness_error" in out
+    assert "FAILED test_verdicts.py::test_framework_exception_is_a_violation" in out
+    assert "LinAlgError" in out
     assert "no TPU: ValueError('Please provide a TPU Name')" in out
     assert "unknown claim id 'autodiff.no-such.claim'" in out
 
