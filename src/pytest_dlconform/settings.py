@@ -71,7 +71,9 @@ HELP = {
     REPORT: "write a versioned JSON report of claims, verdicts and evidence to this path.",
     HTML: "write a self-contained HTML conformance matrix to this path.",
     BASELINE: "compare this run with an earlier JSON report and fail on any regressed claim.",
-    "divergences": "known-divergences TOML file ([[divergence]] claim id or glob, reason, expires; optional framework, version, device): matching violations show as expected; expired or unmatched entries are reported.",
+    "divergences": "known-divergences TOML file ([[divergence]] claim, tests (node-id globs), the symptom (exception and "
+    "message pattern, and/or max_error), versions, reason, expires): a violation that shows exactly that symptom is an "
+    "xfail; expired, unmatched and not-selected entries are reported.",
     TIMEOUT: "deadline in seconds for each multi-process group or cluster. Default: 120.",
     ALLOW_LISTEN_ALL: "yes: where no private network namespace can be made, run local TensorFlow clusters on this "
     "host's network anyway, their gRPC servers listening on every interface (TensorFlow has no bind-address option); "
