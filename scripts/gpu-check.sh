@@ -125,7 +125,6 @@ done
 for fw in $FRAMEWORKS; do
   step "what $fw sees"
   TF_CPP_MIN_LOG_LEVEL=2 "$(python_for "$fw")" - "$fw" "$DEVICE" 2>"$OUT/device-facts-$fw.err" <<'EOF' | tee "$OUT/device-facts-$fw.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { cat "$OUT/device-facts-$fw.err" >&2; worst 1; }
 import sys
 from pytest_dlconform import devices
 from pytest_dlconform.checks import tf32
@@ -150,6 +149,7 @@ else:
     if device == "gpu" and not gpus:
         sys.exit("TensorFlow sees no GPU: install tensorflow[and-cuda] (this script does without --skip-install)")
 EOF
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu-check: the $fw facts step failed:" >&2; tail -3 "$OUT/device-facts-$fw.err" >&2; worst 1; }
 done
 
 # --- 3. the GPU-path unit tests ---------------------------------------------------------
