@@ -236,3 +236,23 @@ def test_logcumsumexp_forward_mode_oracle_fails_torch_and_passes_the_recurrence(
     for i in range(1, x.size):
         yt[i] = np.exp(y[i - 1] - y[i]) * yt[i - 1] + np.exp(x[i] - y[i]) * 1.0
     assert_close(yt, np.ones_like(x), tol, what="recurrence JVP")
+
+
+def test_seed11_program_gradients_compared_across_frameworks_with_the_floor(tf: Any, torch: Any) -> None:
+    """The same class in the layout and TensorFlow-vs-torch gradient comparisons: a gradient that is
+    exactly zero is computed as 1e-17 by each framework, so a bound relative to it collapses."""
+    from pytest_dlconform.frameworks import adapter
+    from pytest_dlconform.suites.autodiff.test_generated_programs import _program_tolerance
+
+    w = np.array(0.8)
+    grads = {name: adapter(name).vjp(SEED11.program.build(name), SEED11.inputs, w, "float64", "cpu")[0]
+             for name in ("tensorflow", "torch")}
+    old, new = _program_tolerance(SEED11, "float64"), _program_tolerance(SEED11, "float64", w)
+    if not np.array_equal(grads["tensorflow"], grads["torch"]):
+        with pytest.raises(ToleranceExceeded):
+            assert_close(grads["tensorflow"], grads["torch"], old, what="old bound")
+    assert_close(grads["tensorflow"], grads["torch"], new, what="TensorFlow vs torch gradient")
+    bound = SEED11.program.derivative_error_bound(SEED11.inputs)
+    assert new.atol == pytest.approx(2 * bound * 0.8)
+    with pytest.raises(ToleranceExceeded, match=r"wrong gradient: .* \+ atol"):
+        assert_close(grads["tensorflow"] + 3 * bound * 0.8, grads["torch"], new, what="wrong gradient")
