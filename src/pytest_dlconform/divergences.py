@@ -48,7 +48,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 APPLIED, EXPIRED, UNMATCHED, NOT_SELECTED, OTHER_STACK = "applied", "expired", "unmatched", "not selected", "other stack"
 _KEYS = {"claim", "tests", "exception", "message", "max_error", "reason", "expires", "framework", "version",
-         "versions", "device"}
+         "versions", "device", "script"}
 _FRAMEWORKS = {"tensorflow": "tensorflow", "tf": "tensorflow", "torch": "torch", "pytorch": "torch"}
 _DEVICES = ("cpu", "gpu", "multi-gpu")
 _SHORT = {"tf": ("tensorflow",), "torch": ("torch",), "tf+torch": ("tensorflow", "torch")}
@@ -90,6 +90,7 @@ class Divergence:
     version: str | None = None
     versions: tuple[tuple[str, str], ...] = ()
     device: str | None = None
+    script: str | None = None  # its standalone reproduction in pytest_dlconform/findings/ (repro.py)
     index: int = 0  # 1-based position in its file
     where: str = ""  # "FILE, entry N", for messages
 
@@ -205,12 +206,16 @@ def _parse(entry: Any, index: int, where: str) -> Divergence:
     device = entry.get("device")
     if device is not None and device not in _DEVICES:
         raise DivergenceError(f"{where}: device {device!r} is not one of {', '.join(_DEVICES)}")
+    script = entry.get("script")
+    if script is not None and not (isinstance(script, str) and script.endswith(".py") and "/" not in script):
+        raise DivergenceError(f"{where}: script {script!r} must be a file name in pytest_dlconform/findings/, "
+                              "e.g. script = \"hardsigmoid_float64_backward.py\"")
     return Divergence(
         claim=str(entry["claim"]), reason=str(entry["reason"]).strip(), expires=_date(entry["expires"], where),
         tests=_tests(entry.get("tests"), where), **_symptom(entry, where),
         framework=_FRAMEWORKS[str(framework).lower()] if framework is not None else None,
         version=str(entry["version"]) if entry.get("version") else None,
-        versions=_versions(entry, where), device=device, index=index, where=where,
+        versions=_versions(entry, where), device=device, script=script, index=index, where=where,
     )
 
 
@@ -307,7 +312,7 @@ class Status:
             "claim": e.claim, "reason": e.reason, "expires": e.expires.isoformat(), "framework": e.framework,
             "version": e.version, "versions": dict(e.versions), "device": e.device, "tests_pinned": list(e.tests),
             "symptom": e.symptom(), "where": e.where, "key": e.key, "status": self.status, "tests": self.tests,
-            "why": self.why,
+            "why": self.why, "script": e.script,
         }
 
 
