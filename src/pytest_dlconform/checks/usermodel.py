@@ -376,9 +376,17 @@ def float32_gradient_rtol(model: Any, inputs: Sequence[np.ndarray], framework: s
     return forward_tolerance(model, inputs, framework, "float32", backward=True)
 
 
-def f_error_float32(f_value: np.ndarray, tol: Tolerance) -> float:
-    """Absolute per-element rounding of a float32 forward pass, for check_vjp's f_error."""
-    return float(tol.rtol * max(1.0, float(np.max(np.abs(f_value))) if f_value.size else 1.0))
+def f_error_float32(f_value: np.ndarray) -> float:
+    """Absolute per-element rounding of one float32 forward pass beyond eps64 * |f|, for
+    check_vjp's f_error: CONDITION units of float32 round-off of the largest output (a
+    well-conditioned forward pass rounds each output by a few ulps of the outputs' scale;
+    the worst-case bound of forward_tolerance, which adds every rounding with one sign, would
+    drown every finite difference taken at check_vjp's step). The finite differences'
+    own gap still measures the noise that is actually there."""
+    from .numerics import CONDITION, UNIT_ROUNDOFF
+
+    top = float(np.max(np.abs(f_value))) if f_value.size else 0.0
+    return CONDITION * UNIT_ROUNDOFF["float32"] * max(top, 1e-30)
 
 
 class TreeMismatch(AssertionError):
