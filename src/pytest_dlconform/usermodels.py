@@ -259,12 +259,8 @@ def validate(settings: Any) -> None:
     if not regs:
         os.environ.pop(INFO_ENV, None)
         return
-    from .fresh import run_python
-
-    code = f"from pytest_dlconform.usermodels import child_main\nemit(child_main({[r.ref for r in regs]!r}))\n"
     try:
-        report = run_python(code, timeout=float(getattr(settings, "timeout", 120.0)) * 2, cwd=os.getcwd(),
-                            env={"TF_CPP_MIN_LOG_LEVEL": "2"}, what="the interpreter checking the --dl-model factories")
+        report = _check_in_child([r.ref for r in regs], float(getattr(settings, "timeout", 120.0)))
     except Exception as exc:  # noqa: BLE001 - a crash (segfault in a framework) is still the factory's
         raise pytest.UsageError(f"{_where(regs[0])}: checking the factories failed: {_line(exc)}") from None
     for reg in regs:
@@ -272,6 +268,16 @@ def validate(settings: Any) -> None:
         if "error" in found:
             raise pytest.UsageError(f"{_where(reg)}: {found['error']}")
     os.environ[INFO_ENV] = json.dumps({r.ref: report[r.ref]["framework"] for r in regs})
+
+
+def _check_in_child(refs: Sequence[str], timeout: float) -> dict[str, Any]:
+    """:func:`child_main` in a fresh interpreter: building a model initialises its framework,
+    which must not happen in a process whose frameworks are configured after collection."""
+    from .fresh import run_python
+
+    code = f"from pytest_dlconform.usermodels import child_main\nemit(child_main({list(refs)!r}))\n"
+    return run_python(code, timeout=2 * timeout, cwd=os.getcwd(), env={"TF_CPP_MIN_LOG_LEVEL": "2"},
+                      what="the interpreter checking the --dl-model factories")
 
 
 def known_frameworks(settings: Any) -> dict[str, str]:
@@ -282,8 +288,8 @@ def known_frameworks(settings: Any) -> dict[str, str]:
         info = {}
     refs = [r.ref for r in registered(settings)]
     missing = [r for r in refs if r not in info]
-    if missing:  # e.g. a worker started without the controller's environment: learn it here
-        report = child_main(missing)
+    if missing:  # e.g. a worker started without the controller's environment: ask a fresh interpreter
+        report = _check_in_child(missing, float(getattr(settings, "timeout", 120.0)))
         for ref in missing:
             if "error" in report[ref]:
                 raise ModelError(f"--dl-model {ref!r}: {report[ref]['error']}")

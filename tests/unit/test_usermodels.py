@@ -1,0 +1,64 @@
+"""--dl-model option parsing and the factory contract, without a framework (the end-to-end
+checks of bad factories are in tests/plugin/test_user_models.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dlconform import settings as opts
+from pytest_dlconform import usermodels
+
+
+def _build(cli=None, env=None, ini=None):
+    return opts.build(opts.make_lookup(cli or {}, env or {}, ini or {}), installed=("torch",))
+
+
+def test_repeatable_option_env_comma_list_and_ini_lines():
+    assert _build(cli={"model": ["a.b:make", "c:d", "a.b:make"]}).models == ("a.b:make", "c:d")
+    assert _build(env={"DLCONFORM_MODEL": "a:b, c.d:e.f"}).models == ("a:b", "c.d:e.f")
+    assert _build(ini={"model": "\n  a:b\n  c:d, e:f\n"}).models == ("a:b", "c:d", "e:f")
+    assert _build().models == ()
+    # precedence as for every option: command line over environment over ini
+    assert _build(cli={"model": ["x:y"]}, env={"DLCONFORM_MODEL": "a:b"}, ini={"model": "c:d"}).models == ("x:y",)
+
+
+@pytest.mark.parametrize("bad", ["examples.gan", ":make", "mod:", "a-b:make", "mod:make(1)", " , "])
+def test_bad_reference_names_the_value_and_the_fix(bad):
+    with pytest.raises(opts.SettingsError) as info:
+        _build(env={"DLCONFORM_MODEL": bad})
+    text = str(info.value)
+    assert "--dl-model=" in text and "(from environment variable DLCONFORM_MODEL)" in text
+    assert "pass e.g. --dl-model examples.gan:generator" in text and "\n" not in text
+
+
+def test_factory_result_shapes():
+    def inputs(seed):
+        return seed
+
+    with pytest.raises(usermodels.ModelError, match="returned a builtins.int"):
+        usermodels.as_user_model(3)
+    with pytest.raises(usermodels.ModelError, match="returned a builtins.tuple"):
+        usermodels.as_user_model((1,))
+    with pytest.raises(usermodels.ModelError, match="not a torch.nn.Module or a keras.Model"):
+        usermodels.as_user_model(("model", inputs))
+
+
+def test_factory_gets_only_the_keywords_it_takes():
+    seen = []
+
+    def plain():
+        seen.append({})
+        raise ValueError("stop")
+
+    def both(device, dtype):
+        seen.append({"device": device, "dtype": dtype})
+        raise ValueError("stop")
+
+    def wide(**kw):
+        seen.append(kw)
+        raise ValueError("stop")
+
+    for fn in (plain, both, wide):
+        with pytest.raises(usermodels.ModelError, match="the factory raised ValueError: stop"):
+            usermodels.call_factory(fn, device="cpu", dtype="float64")
+    assert seen == [{}, {"device": "cpu", "dtype": "float64"}, {"device": "cpu", "dtype": "float64"}]
