@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 from hypothesis import strategies as st
 
-from .checks.numerics import UNIT_ROUNDOFF
+from .checks.numerics import SMALLEST_NORMAL, UNIT_ROUNDOFF
 
 if TYPE_CHECKING:
     import torch
@@ -99,7 +99,6 @@ INPUT_MAX: Final = 64.0  # large enough that tanh and sigmoid saturate in float6
 MAX_BOUND: Final = 2.0**18  # no register may exceed this in magnitude: float32-safe with room
 KINK_MARGIN: Final = 1.0 / 8  # inputs of piecewise ops keep this far from every kink
 ULPS: Final = 4.0  # rounding allowance of one op, in units of round-off per unit of work
-SMALLEST_NORMAL: Final = {"float64": 2.0**-1022, "float32": 2.0**-126, "float16": 2.0**-14, "bfloat16": 2.0**-126}
 _LETTERS: Final = "abcdefghij"
 
 

@@ -27,6 +27,11 @@ with its own absolute bound (``Program.derivative_error_bound``) passes ``atol=`
 A bound therefore never collapses to zero or to the size of a cancelled result, while a
 wrong result that is wrong by more than the rounding of its own intermediates still fails.
 
+Underflow. TensorFlow runs its CPU kernels with subnormal numbers flushed to zero (as do
+XLA and GPUs' fast paths): a result below the smallest normal number may come back as 0.
+``tolerance(..., underflow=True)`` adds the floor ``(ops + reduction) * smallest normal``
+(negligible above it: 2.2e-308 in float64, 1.2e-38 in float32) for inputs that reach there.
+
 Scale factors. A factor such as dropout's ``1/(1-p)`` is itself a rounded number: count
 the roundings of the factor (``1 - p`` in float64, its rounding to the tensor dtype, the
 division) as well as the multiply (checks/stats.py, :func:`~.stats.dropout_scale_bound`).
@@ -41,6 +46,8 @@ import numpy as np
 
 from .. import evidence
 
+# Smallest positive normal number of each dtype: below it, a result may be flushed to zero.
+SMALLEST_NORMAL = {"float64": 2.0**-1022, "float32": 2.0**-126, "float16": 2.0**-14, "bfloat16": 2.0**-126}
 UNIT_ROUNDOFF = {
     "float64": 2.0**-53,
     "float32": 2.0**-24,
@@ -74,12 +81,15 @@ class Tolerance:
 
 
 def tolerance(dtype: str, *, ops: int = 1, reduction: int = 1, device: str = "cpu",
-              framework: str | None = None, matmul: bool = False, magnitude: float = 0.0) -> Tolerance:
+              framework: str | None = None, matmul: bool = False, magnitude: float = 0.0,
+              underflow: bool = False) -> Tolerance:
     """Normwise tolerance for comparing a ``dtype`` result with an exact-ish reference.
 
     ``magnitude``: the largest intermediate the result is computed from (the sum of the
     absolute values of the terms that cancel); it adds the absolute floor rtol * magnitude
     (see the module docstring). Leave it 0 only where the result cannot cancel.
+    ``underflow``: inputs may drive results below the smallest normal number, where they may
+    be flushed to zero; adds ``(ops + reduction) * smallest normal`` (module docstring).
     """
     u = UNIT_ROUNDOFF[dtype]
     basis = f"u({dtype})={u:.3g}"
@@ -96,6 +106,8 @@ def tolerance(dtype: str, *, ops: int = 1, reduction: int = 1, device: str = "cp
     tol = Tolerance(rtol, f"{CONDITION:g} * (ops {ops} + reduction {reduction}) * {basis}")
     if magnitude > 0:
         tol = tol.with_floor(rtol * magnitude, f"rtol * magnitude of the intermediates {magnitude:.3g}")
+    if underflow:
+        tol = tol.with_floor(n * SMALLEST_NORMAL[dtype], f"{n} ops x smallest normal {SMALLEST_NORMAL[dtype]:.3g} (flush to zero)")
     return tol
 
 
