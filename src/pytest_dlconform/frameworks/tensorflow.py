@@ -125,7 +125,9 @@ class TensorFlowAdapter:
                 out, inputs, output_gradients=self.tensor(w, dtype, device),
                 unconnected_gradients=tf.UnconnectedGradients.ZERO,
             )
-        return [self.numpy(g) for g in grads]
+        # The gradient of a gather is a tf.IndexedSlices (sparse rows), documented for
+        # GradientTape.gradient: densify it, as a user does, before comparing values.
+        return [self.numpy(tf.convert_to_tensor(g)) for g in grads]
 
     def jvp(self, fn: TensorFn, xs: Sequence[np.ndarray], us: Sequence[np.ndarray], dtype: str, device: str) -> np.ndarray:
         tf = self.module
