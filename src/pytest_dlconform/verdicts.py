@@ -57,16 +57,25 @@ def phase_warnings(item: pytest.Item, run: Run | None) -> Iterator[None]:
     if run is None or _info(item) is None:
         yield
         return
-    with warnings.catch_warnings(record=True) as caught:
-        yield
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:
+        _count(item, caught)  # outside the recording: -v hands them on to pytest
+
+
+def _count(item: pytest.Item, caught: list[warnings.WarningMessage]) -> None:
     counts = item.stash.setdefault(WARNINGS_KEY, {})
     for w in caught:
         key = f"{w.category.__name__}: {str(w.message).splitlines()[0][:160] if str(w.message) else ''}"
         if key in counts or len(counts) < MAX_WARNING_KINDS:
             counts[key] = counts.get(key, 0) + 1
     if item.config.get_verbosity() > 0:
-        for w in caught:  # hand them on to pytest's own warnings summary
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        with warnings.catch_warnings():  # hand them on to pytest's own warnings summary
+            warnings.simplefilter("always")
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 @contextlib.contextmanager
@@ -75,9 +84,11 @@ def bounded_shrinking(item: pytest.Item, run: Run | None) -> Iterator[None]:
         yield
         return
     with budgets.bounded_shrinking(budgets.SHRINK_SECONDS.get(run.settings.profile)) as notes:
-        yield
-    if notes:
-        item.stash[SHRINK_KEY] = notes
+        try:
+            yield
+        finally:
+            if notes:
+                item.stash[SHRINK_KEY] = notes
 
 
 # ------------------------------------------------------------------ reports

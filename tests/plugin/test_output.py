@@ -1,0 +1,85 @@
+"""Output a person can read: framework warnings counted per claim in the report instead of
+filling pytest's summary, TensorFlow's C++ logging off in workers and fresh interpreters
+unless asked for, and failing examples shrunk for a bounded time in the ci profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+WARN_SUITE = """
+import os, warnings
+import pytest
+from pytest_dlconform.fresh import run_python
+
+@pytest.mark.claim("autodiff.tape.watch")
+def test_warns():
+    for _ in range(3):
+        warnings.warn("framework API is deprecated", DeprecationWarning)
+    child = run_python("import os\\nemit({'level': os.environ.get('TF_CPP_MIN_LOG_LEVEL')})", timeout=60,
+                       what="a fresh interpreter")
+    print("LEVELS", os.environ.get("TF_CPP_MIN_LOG_LEVEL"), child["level"])
+
+def test_host_warns():
+    warnings.warn("the host's own warning", UserWarning)
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    return pytester
+
+
+def test_claim_warnings_are_counted_in_the_report_not_printed(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_warn=WARN_SUITE)
+    result = suite.runpytest_subprocess("--dl-framework=torch", "--dl-report=r.json", "-s")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "framework API is deprecated" not in out  # not in pytest's warnings summary ...
+    assert "the host's own warning" in out  # ... which still shows the host's own tests' warnings
+    doc = json.loads((suite.path / "r.json").read_text())
+    [test] = doc["claims"]["autodiff.tape.watch"]["tests"]
+    assert test["evidence"]["notes"]["warnings"] == {"DeprecationWarning: framework API is deprecated": 3}
+    assert "LEVELS 2 2" in out  # C++ logging off here and in the fresh interpreter
+
+
+def test_verbose_shows_warnings_and_leaves_the_log_level_alone(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_warn=WARN_SUITE)
+    result = suite.runpytest_subprocess("--dl-framework=torch", "-v", "-s")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "framework API is deprecated" in out
+    assert "LEVELS None None" in out
+
+
+def test_a_user_log_level_is_kept(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+    suite.makepyfile(test_warn=WARN_SUITE)
+    result = suite.runpytest_subprocess("--dl-framework=torch", "-s")
+    assert "LEVELS 0 0" in result.stdout.str()
+
+
+SLOW_SHRINK = """
+import time
+import pytest
+from hypothesis import given, strategies as st
+
+@pytest.mark.claim("autodiff.tape.watch")
+@given(st.lists(st.integers(0, 10**6), min_size=8, max_size=8))
+def test_slow_to_shrink(xs):
+    time.sleep(0.25)  # each example costs like a framework call: shrinking 8 numbers takes many
+    assert sum(xs) < 1000, "fails for most examples"
+"""
+
+
+def test_shrinking_is_bounded_in_the_ci_profile_and_the_report_says_so(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_shrink=SLOW_SHRINK)
+    result = suite.runpytest_subprocess("--dl-framework=torch", "--dl-report=r.json", "--dl-profile=quick")
+    result.assert_outcomes(failed=1)
+    doc = json.loads((suite.path / "r.json").read_text())
+    [test] = doc["claims"]["autodiff.tape.watch"]["tests"]
+    assert test["verdict"] == "violated"
+    assert "shrinking stopped after 2 s" in test["evidence"]["notes"]["shrinking"]
