@@ -5,6 +5,8 @@
     dlconform run [PYTEST ARGS]          run the shipped suites (pytest --pyargs pytest_dlconform.suites)
     dlconform compare OLD.json NEW.json  upgrade check: exit 1 on a regressed claim, 2 on unusable input
     dlconform html REPORT.json OUT.html  render a JSON report as the HTML matrix
+    dlconform repro NODEID [--report R.json] [--out FILE]
+                                         the standalone script that reproduces a violated test (repro.py)
     dlconform soak [--quick N] [--explore M] [--out DIR] [-- PYTEST ARGS]
                                          run the suites N+M times with random seeds (soak.py)
 """
@@ -41,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="report a margin that grew by at least this fraction of the tolerance (default 0.25)")
     cmp.add_argument("--known-divergences", metavar="TOML", help="known-divergences file applied to the new report")
     cmp.add_argument("--fail-on-drift", action="store_true", help="exit 1 on evidence drift too")
+    sub.add_parser("repro", help="print the standalone script that reproduces a violated test (repro.py)", add_help=False)
     page = sub.add_parser("html", help="render a JSON report as a self-contained HTML page")
     page.add_argument("report")
     page.add_argument("output")
@@ -67,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import soak
 
         return soak.main(argv[1:])
+    if argv[:1] == ["repro"]:
+        from . import repro
+
+        return repro.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "claims":
         from . import ledger

@@ -1,0 +1,192 @@
+"""repro.py and the shipped scripts' pass/fail logic, without running a framework.
+
+Each shipped script is observed()/expected()/judge()/main(observe=...): fed the documented
+behaviour it exits 0 (FIXED), fed the divergence it exits 1 (BUG PRESENT), so the scripts
+can tell a fix from the bug. The frameworks themselves run in
+tests/integration/test_findings_scripts.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from importlib import resources
+
+import numpy as np
+import pytest
+
+from pytest_dlconform import cli, repro
+
+FINDINGS = resources.files("pytest_dlconform") / "findings"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"finding_{name[:-3]}", str(FINDINGS / name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_main(module, observe, capsys) -> tuple[int, str]:
+    code = module.main(observe)
+    return code, capsys.readouterr().out.strip()
+
+
+def _float32(a):
+    return np.asarray(a, np.float32).astype(np.float64)
+
+
+# what each script sees when fixed (its documented value) and with the bug (as observed on the stack)
+CASES = {
+    "hardsigmoid_float64_backward.py": (lambda m: m.expected(), lambda m: _float32(m.expected())),
+    "tf_forward_mode_softsign.py": (lambda m: m.expected(), lambda m: (_ for _ in ()).throw(
+        LookupError("gradient registry has no entry for: SoftsignGrad"))),
+    "logcumsumexp_forward_mode.py": (lambda m: m.expected(), lambda m: [w - np.array([1 - 1e-13, 0.0]) * (k == 1)
+                                                                          for k, w in enumerate(m.expected())]),
+    "tf_gelu_float64_constant.py": (lambda m: m.expected() * (1 + 1e-16), lambda m: m.expected() + 5e-9),
+    "keras_torch_float64_dense.py": (lambda m: m.expected(), lambda m: (_float32(m.expected()[0]), "float64")),
+    "keras_mirrored_uneven_first_batch.py": (lambda m: m.expected(), lambda m: (_ for _ in ()).throw(
+        ValueError("Inputs to operation AddN of type AddN must have the same size and shape"))),
+    "keras_multiworker_fit.py": (lambda m: m.expected(), lambda m: (_ for _ in ()).throw(
+        RuntimeError("ValueError: Attempt to convert a value (PerReplica:{"))),
+}
+
+
+def test_every_shipped_script_has_a_case_here():
+    shipped = {p.name for p in FINDINGS.iterdir() if p.name.endswith(".py") and p.name != "__init__.py"}
+    assert shipped == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_script_exits_0_on_the_documented_behaviour_and_1_on_the_divergence(name, capsys):
+    module = load(name)
+    fixed, bug = CASES[name]
+    code, line = run_main(module, lambda: fixed(module), capsys)
+    assert (code, line.split(":")[0]) == (0, "FIXED"), line
+    code, line = run_main(module, lambda: bug(module), capsys)
+    assert (code, line.split(":")[0]) == (1, "BUG PRESENT"), line
+
+
+def test_a_script_that_cannot_import_its_framework_exits_2(capsys):
+    module = load("hardsigmoid_float64_backward.py")
+
+    def missing():
+        raise ImportError("No module named 'torch'")
+
+    assert run_main(module, missing, capsys) == (2, "CANNOT RUN: No module named 'torch'")
+
+
+def test_the_multiworker_oracle_is_off_for_a_wrong_training(capsys):
+    # A fit that averaged per worker without the 1/N (twice the step) must not pass.
+    module = load("keras_multiworker_fit.py")
+    saved = module.LR
+    module.LR = 2 * saved
+    doubled = module.expected()
+    module.LR = saved
+    code, line = run_main(module, lambda: doubled, capsys)
+    assert code == 1 and "worst relative error" in line
+
+
+# ------------------------------------------------------------------ repro.py
+
+
+def _violated(nodeid: str, claim: str, framework: str, repro_text: str, **extra) -> dict:
+    return {"nodeid": nodeid, "claim": claim, "verdict": "violated", "params": {"framework": framework, "device": "cpu"},
+            "reason": "AssertionError: ...", "evidence": {}, "repro": repro_text, **extra}
+
+
+def _doc(*tests: dict, divergences: list | None = None) -> dict:
+    claims: dict = {}
+    for t in tests:
+        claims.setdefault(t["claim"], {"claim": {"statement": "S", "source": "D"}, "tests": []})["tests"].append(t)
+    return {"claims": claims, "divergences": divergences or []}
+
+
+HARDSIGMOID = "suites/autodiff/test_known_limits.py::test_torch_hardsigmoid_float64_gradient[cpu]"
+
+
+def test_a_matched_divergence_gives_its_shipped_script():
+    test = _violated(HARDSIGMOID, "autodiff.gradient.float64-backward", "torch", "pytest ...", divergence="entry 1 (x)")
+    doc = _doc(test, divergences=[{"key": "entry 1 (x)", "script": "hardsigmoid_float64_backward.py"}])
+    kind, name, text = repro.script_for(test, doc)
+    assert (kind, name) == ("shipped", "hardsigmoid_float64_backward.py") and "float32(1/6)" in text
+
+
+def test_an_unmatched_report_finds_the_packaged_entry_by_pin_and_symptom():
+    exc = {"types": ["GradientMismatch", "AssertionError"], "message": "... (relative error 2.98e-08, rtol ...)"}
+    test = _violated(HARDSIGMOID, "autodiff.gradient.float64-backward", "torch", "pytest ...", evidence={"exception": exc})
+    assert repro.script_for(test, _doc(test), repro.packaged_entries())[1] == "hardsigmoid_float64_backward.py"
+    other = dict(test, evidence={"exception": dict(exc, message="relative error 0.5")})  # another symptom: not this entry
+    with pytest.raises(repro.Missing, match="not a generated-program test"):
+        repro.script_for(other, _doc(other), repro.packaged_entries())
+
+
+PROGRAM = ("pytest ...\nFalsifying example: test_reverse_mode_matches_finite_differences(\n"
+           "    case=ProgramCase(Program(input_shapes=((3,),), ops=(Op({op!r}),)), [np.array([0.5, -1.0, 2.0])]),\n"
+           "    seed=7,\n)")
+
+
+def test_a_generated_program_test_gets_a_generated_script_with_the_case_inline():
+    test = _violated("suites/autodiff/test_generated_programs.py::test_reverse_mode_matches_finite_differences[torch-cpu]",
+                     "autodiff.gradient.finite-differences", "torch", PROGRAM.format(op="tanh"))
+    kind, _, text = repro.script_for(test, _doc(test), [])
+    assert kind == "generated" and "np.array([0.5, -1.0, 2.0])" in text and "torch.tanh" in text
+    assert "dlconform" not in text.split('"""', 2)[2] and "hypothesis" not in text  # standalone
+    compile(text, "<generated>", "exec")
+
+
+def test_a_generated_program_test_of_another_claim_has_no_script():
+    test = _violated("suites/execution/test_compile.py::test_x[torch-cpu]", "execution.compile.same-values", "torch",
+                     PROGRAM.format(op="tanh"))
+    with pytest.raises(repro.Missing, match="generated scripts check only"):
+        repro.script_for(test, _doc(test), [])
+
+
+def test_attach_gives_every_violated_test_a_script_field():
+    shipped = _violated(HARDSIGMOID, "autodiff.gradient.float64-backward", "torch", "pytest ...", divergence="k")
+    bare = _violated("suites/x/test_y.py::test_z[cpu]", "x.y", "tf", "pytest ...")
+    held = dict(bare, nodeid="suites/x/test_y.py::test_ok[cpu]", verdict="holds")
+    doc = _doc(shipped, bare, held, divergences=[{"key": "k", "script": "hardsigmoid_float64_backward.py"}])
+    repro.attach(doc, [])
+    assert shipped["script"] == {"kind": "shipped", "name": "hardsigmoid_float64_backward.py"}
+    assert bare["script"]["kind"] == "missing" and "write one" in bare["script"]["why"]
+    assert "script" not in held
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str, str]:
+    code = cli.main(["repro", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_prints_a_pinned_shipped_script_without_a_report(capsys):
+    code, out, _ = _cli([HARDSIGMOID], capsys)
+    assert code == 0 and out == (FINDINGS / "hardsigmoid_float64_backward.py").read_text()
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    code, out, err = _cli(["suites/x/test_y.py::test_z"], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "pass --report" in err
+    code, _, err = _cli(["x", "--report", str(tmp_path / "none.json")], capsys)
+    assert code == 2 and err.strip() == f"dlconform repro: report {tmp_path / 'none.json'}: no such file"
+
+
+def test_cli_generates_from_a_report_and_the_script_runs(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from pytest_dlconform import results
+
+    test = _violated("suites/autodiff/test_generated_programs.py::test_reverse_mode_matches_finite_differences[torch-cpu]",
+                     "autodiff.gradient.finite-differences", "torch", PROGRAM.format(op="hardsigmoid"))
+    collector = results.Collector()
+    collector.tests[test["nodeid"]] = results.TestResult(test["nodeid"], test["claim"], test["params"],
+                                                         verdict="violated", repro=test["repro"])
+    doc = results.report_document(collector, {}, {})
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(doc))
+    code, _, err = _cli([test["nodeid"], "--report", str(report), "--out", str(tmp_path / "s.py")], capsys)
+    assert code == 0, err
+    proc = subprocess.run([sys.executable, str(tmp_path / "s.py")], capture_output=True, text=True, timeout=300)
+    # hardsigmoid's float64 backward is torch 2.13's known divergence: the generated script sees it too
+    assert proc.returncode == 1 and proc.stdout.startswith("BUG PRESENT: "), proc.stdout + proc.stderr
