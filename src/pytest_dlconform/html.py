@@ -252,8 +252,26 @@ def _test_detail(test: Mapping[str, Any]) -> str:
     out.append(_evidence(test.get("evidence") or {}))
     if test.get("repro"):
         out.append(f'<p>reproduce:</p><pre class="repro">{escape(str(test["repro"]))}</pre>')
+    if test.get("script"):
+        out.append(_script(test))
     out.append("</div>")
     return "\n".join(out)
+
+
+def _script(test: Mapping[str, Any]) -> str:
+    """The standalone reproduction (repro.py): the script itself in a collapsed block."""
+    from . import repro
+
+    script = test["script"]
+    line = escape(repro.describe(test))
+    if script.get("kind") == repro.MISSING:
+        return f'<p class="script-missing">{line}</p>'
+    try:
+        text = script.get("text") or repro.shipped_text(str(script.get("name")))
+    except repro.Missing as exc:
+        return f'<p class="script-missing">{escape(str(exc))}</p>'
+    return (f'<details class="script"><summary>{line} (framework and numpy only; exits 1 while the divergence is '
+            f'there)</summary><pre class="script">{escape(text)}</pre></details>')
 
 
 def _fmt(value: Any) -> str:

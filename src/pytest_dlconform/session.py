@@ -539,6 +539,8 @@ def _outcome(run: Run) -> _Outcome:
     claims = {cid: c.as_dict() for cid, c in registry.registry().items()}
     outcome = _Outcome(results.report_document(run.collector, run.environment(), claims))
     _apply_divergences(run, outcome)
+    from . import repro  # each violated test's standalone script (issue 14)
+    repro.attach(outcome.doc)
     _compare_baseline(run, outcome)
     run._dl_outcome = outcome  # type: ignore[attr-defined]  # computed once: finish, then summarize
     return outcome
