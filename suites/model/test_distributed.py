@@ -41,7 +41,7 @@ def test_one_step_equals_single_device(dl_model, dl_strategy, dl_groups, dl_seed
         refused = {rep[ops.REFUSED] for rep in replicas if ops.REFUSED in rep}
         if refused:
             not_applicable(f"{dl_strategy.name} refuses this model: {'; '.join(sorted(refused))}")
-        expected = ops.torch_single_step(um.model, inputs, targets, n)
+        expected = ops.torch_single_step(um.model, inputs, targets)
     else:
         if dl_strategy.name == "mirrored":
             result = ops.keras_strategy_step(dist.inprocess_strategy(dl_groups, dl_strategy), payload)

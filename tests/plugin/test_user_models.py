@@ -153,6 +153,18 @@ def _model(layer, device="cpu", dtype="float32"):
     return net.to(device=device, dtype=getattr(torch, dtype)), lambda seed: np.random.default_rng(seed).normal(size=(4, 4)).astype(np.float32)
 
 
+class BatchStatsAlways(nn.Module):
+    """Normalises by the batch's own mean and spread even in inference mode (ignores training):
+    each DDP rank then sees other statistics than one device on the whole batch."""
+
+    def forward(self, x):
+        return (x - x.mean(dim=0)) / (x.std(dim=0) + 1e-3)
+
+
+def batch_stats(device="cpu", dtype="float32"):
+    return _model(BatchStatsAlways(), device, dtype)
+
+
 def wrong_backward(device="cpu", dtype="float32"):
     return _model(WrongBackward(), device, dtype)
 
@@ -291,3 +303,17 @@ def test_entry_point_models_are_registered_and_validated(suite):
                                         "--dl-framework=torch")
     result.stdout.fnmatch_lines(["*2 passed*"])
     assert "factories:good" in result.stdout.str()  # the model is a column of the matrix
+
+
+def test_layer_using_batch_statistics_in_inference_breaks_ddp_step_equivalence(suite):
+    suite.makepyfile(broken=BROKEN)
+    result = suite.runpytest_subprocess("--pyargs", "pytest_dlconform.suites.model", "--dl-framework=torch",
+                                        "--dl-strategy=ddp", "--dl-claims=model.distributed.*,model.determinism.inference-*",
+                                        "--dl-model=broken:batch_stats", "--dl-model=broken:wrong_backward",
+                                        "--dl-report=report.json")
+    got = _verdicts(json.loads((suite.path / "report.json").read_text()))
+    assert got == {("model.distributed.step-equivalence", "broken:batch_stats"): "v",
+                   ("model.distributed.step-equivalence", "broken:wrong_backward"): "h",  # DDP averages what it is given
+                   ("model.determinism.inference-idempotent", "broken:batch_stats"): "h",
+                   ("model.determinism.inference-idempotent", "broken:wrong_backward"): "h"}, result.stdout.str()
+    result.stdout.fnmatch_lines(["*StepMismatch: ddp over 2 replicas, broken:batch_stats*single device*"])

@@ -62,3 +62,26 @@ def test_factory_gets_only_the_keywords_it_takes():
         with pytest.raises(usermodels.ModelError, match="the factory raised ValueError: stop"):
             usermodels.call_factory(fn, device="cpu", dtype="float64")
     assert seen == [{}, {"device": "cpu", "dtype": "float64"}, {"device": "cpu", "dtype": "float64"}]
+
+
+def test_tree_comparison_is_normwise_over_the_collection_and_names_the_worst_tensor():
+    import numpy as np
+
+    from pytest_dlconform.checks.numerics import Tolerance
+    from pytest_dlconform.checks.usermodel import TreeMismatch, assert_close_tree
+
+    tol = Tolerance(1e-6, "test bound")
+    want = {"w": np.array([1.0, -2.0]), "zero_in_theory": np.array([1e-14])}
+    # noise of the whole computation's scale on a tensor whose exact value is zero passes ...
+    assert assert_close_tree({"w": want["w"], "zero_in_theory": np.array([3e-14])}, want, tol, what="x", name="x") < 1e-6
+    # ... a wrong tensor fails and is named, with its error against the collection's scale
+    with pytest.raises(TreeMismatch, match=r"x: w: max\|actual - expected\| = 1.000e-05 is 5.000e-06 of the largest"):
+        assert_close_tree({"w": want["w"] + [0.0, 1e-5], "zero_in_theory": want["zero_in_theory"]}, want, tol,
+                          what="x", name="x")
+    with pytest.raises(TreeMismatch, match="tensors"):
+        assert_close_tree({"w": want["w"]}, want, tol, what="x", name="x")
+    with pytest.raises(TreeMismatch, match="shape"):
+        assert_close_tree({"w": want["w"][:1], "zero_in_theory": want["zero_in_theory"]}, want, tol, what="x", name="x")
+    with pytest.raises(TreeMismatch):
+        assert_close_tree({"w": np.array([np.nan, -2.0]), "zero_in_theory": want["zero_in_theory"]}, want, tol,
+                          what="x", name="x")

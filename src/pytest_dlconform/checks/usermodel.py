@@ -165,7 +165,7 @@ class TorchOps:
         args = self.tensors(model, inputs)
         y = torch.tensor(targets, device=_torch_device(model))
         device_type = torch.device(_torch_device(model)).type
-        with torch.autocast(device_type, dtype=getattr(torch, autocast), enabled=autocast is not None):
+        with torch.autocast(device_type, dtype=getattr(torch, autocast or "bfloat16"), enabled=autocast is not None):
             loss = self.loss(model, args, y)
         if scaler is None:
             loss.backward()
@@ -671,23 +671,11 @@ def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
-def torch_single_step(model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, ranks: int) -> dict[str, np.ndarray]:
-    """The oracle: one process, one SGD step on the loss DDP/FSDP average, the mean over ranks of
-    each rank's mean loss (with equal shares, the global mean)."""
-    import torch
-
-    ops = TorchOps()
-    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=LR)
-    opt.zero_grad()
-    b = len(targets) // ranks
-    losses = []
-    for r in range(ranks):
-        rows = slice(r * b, (r + 1) * b)
-        losses.append(ops.loss(model, ops.tensors(model, [a[rows] for a in inputs]),
-                               torch.tensor(targets[rows], device=_torch_device(model))))
-    (torch.stack(losses).sum() / ranks).backward()
-    opt.step()
-    return {n: _np(p) for n, p in model.named_parameters()}
+def torch_single_step(model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray) -> dict[str, np.ndarray]:
+    """The oracle: one device, one SGD step on the whole global batch (its mean loss). DDP and
+    FSDP average the ranks' mean losses over equal shares, the same number when rows are
+    independent; a layer that mixes rows (batch statistics) makes the two differ."""
+    return TorchOps().sgd_step(model, inputs, targets)
 
 
 def keras_strategy_step(strategy: Any, payload: dict[str, Any]) -> dict[str, Any]:
