@@ -8,7 +8,9 @@ them: example count (scaled by :func:`pytest_dlconform.inputs.budget`), derandom
 example database, deadline, blob printing, health checks. A test's own phases stay.
 
 When the user passes ``--hypothesis-profile``, that profile (loaded by hypothesis's own
-plugin) is the budget instead, still scaled per test.
+plugin) is the budget instead, still scaled per test. Properties that a claim test defines
+and runs inside itself get the budget as hypothesis's default while the test runs
+(:func:`as_default`), and ``budget(n)`` scales them when they are decorated.
 
 Shrinking a failing example is bounded per test in the quick and ci profiles
 (:data:`SHRINK_SECONDS`), so a broken stack fails fast; the thorough profile keeps
@@ -79,6 +81,21 @@ def apply_to(function: Any, budget: Any, label: str) -> bool:
     target._hypothesis_internal_use_settings = claim_settings(current, budget)
     setattr(target, _APPLIED, label)
     return True
+
+
+@contextlib.contextmanager
+def as_default(budget: Any) -> Iterator[None]:
+    """The run's budget as hypothesis's default while a claim test runs, for the properties a
+    test defines and runs inside itself (a nested ``@given``): they take their settings when
+    they are decorated, at call time. Restored afterwards, so nothing outside the claim test
+    sees it."""
+    try:
+        from hypothesis._settings import local_settings
+    except ImportError:  # pragma: no cover - a hypothesis release without it: nested budgets are hypothesis's
+        yield
+        return
+    with local_settings(budget):
+        yield
 
 
 @contextlib.contextmanager

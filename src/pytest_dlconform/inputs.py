@@ -21,7 +21,7 @@ def budget(ci_examples: int) -> Any:
     happens per claim test at collection (:mod:`pytest_dlconform.budgets`), never through
     hypothesis's global default, so the host project's settings stay its own.
     """
-    declared = settings(max_examples=max(1, int(ci_examples)))
+    declared = settings(max_examples=scaled(max(1, int(ci_examples))))  # scaled now inside a claim test
     setattr(declared, _BUDGET_ATTR, max(1, int(ci_examples)))  # settings allow private attributes
     return declared
 

@@ -86,12 +86,17 @@ class Run:
 
     def budget(self) -> Any:
         """The hypothesis budget of claim tests: the --dl-profile, or the user's --hypothesis-profile."""
-        from hypothesis import settings
+        cached = getattr(self, "_budget", None)
+        if cached is None:
+            from hypothesis import settings
 
-        if self.config.getoption("hypothesis_profile", None):
-            return settings.default  # hypothesis's plugin loaded the profile the user named
-        profiles.register()
-        return settings.get_profile(profiles.PREFIX + self.settings.profile)
+            if self.config.getoption("hypothesis_profile", None):
+                cached = settings.default  # hypothesis's plugin loaded the profile the user named
+            else:
+                profiles.register()
+                cached = settings.get_profile(profiles.PREFIX + self.settings.profile)
+            self._budget = cached
+        return cached
 
     def apply_budgets(self, items: list[pytest.Item]) -> None:
         """Lay the run's budget over each selected claim test's own hypothesis settings."""

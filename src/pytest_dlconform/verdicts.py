@@ -80,10 +80,13 @@ def _count(item: pytest.Item, caught: list[warnings.WarningMessage]) -> None:
 
 @contextlib.contextmanager
 def bounded_shrinking(item: pytest.Item, run: Run | None) -> Iterator[None]:
-    if run is None or _info(item) is None or run.config.getoption("hypothesis_profile", None):
+    """While a claim test runs: the run's budget as hypothesis's default (nested properties)
+    and shrinking bounded as its profile says."""
+    if run is None or _info(item) is None:
         yield
         return
-    with budgets.bounded_shrinking(budgets.SHRINK_SECONDS.get(run.settings.profile)) as notes:
+    seconds = None if run.config.getoption("hypothesis_profile", None) else budgets.SHRINK_SECONDS.get(run.settings.profile)
+    with budgets.as_default(run.budget()), budgets.bounded_shrinking(seconds) as notes:
         try:
             yield
         finally:

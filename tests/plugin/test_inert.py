@@ -60,6 +60,30 @@ def test_a_claim(x):
 '''
 
 
+NESTED = '''
+import time
+import pytest
+from hypothesis import given, strategies as st
+from pytest_dlconform.inputs import budget
+
+@pytest.mark.claim("autodiff.tape.watch")
+def test_a_claim_with_a_property_inside():
+    @given(st.integers())
+    def prop(x):
+        time.sleep(0.25)  # above hypothesis's default 200 ms deadline: the ci profile has none
+        with open("nested-examples.txt", "a") as fh:
+            fh.write(f"{x}\\n")
+    prop()
+
+    @budget(5)
+    @given(st.integers())
+    def smaller(x):
+        with open("nested-budget.txt", "a") as fh:
+            fh.write(f"{x}\\n")
+    smaller()
+'''
+
+
 @pytest.fixture
 def host(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A host project with no dlconform configuration, and a recording fake nvidia-smi."""
@@ -105,6 +129,15 @@ def test_the_host_profile_applies_to_host_tests_and_ours_to_claim_tests(host: py
     (host.path / "claim-examples.txt").unlink()
     host.runpytest_subprocess("--dl-framework=torch").assert_outcomes(passed=3)
     assert lines(host.path / "claim-examples.txt") == claim  # derandomized: the same examples
+
+
+def test_properties_defined_inside_a_claim_test_get_the_claim_budget(host: pytest.Pytester) -> None:
+    host.makepyfile(test_nested=NESTED)
+    host.runpytest_subprocess("--dl-framework=torch").assert_outcomes(passed=1)
+    assert len(lines(host.path / "nested-examples.txt")) == 20  # derandomized ci budget, no deadline
+    assert len(lines(host.path / "nested-budget.txt")) == 5
+    host.runpytest_subprocess("--dl-framework=torch", "--dl-profile=quick").assert_outcomes(passed=1)
+    assert len(lines(host.path / "nested-budget.txt")) == 5 + 1  # budget(5) scaled to quick: 5 * 5/20
 
 
 def test_a_claim_test_alone_activates_the_plugin(host: pytest.Pytester) -> None:
