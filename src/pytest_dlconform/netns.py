@@ -261,7 +261,7 @@ class Listener:
 
     def line(self) -> str:
         where = f"private netns net:[{self.netns}] with addresses {list(self.ns_addresses)}" if self.private \
-            else f"this host's netns net:[{self.netns}]"
+            else f"this process's netns net:[{self.netns}]"
         shown = f"[{self.address}]" if ":" in self.address else self.address
         return f"{shown}:{self.port} held by pid(s) {list(self.pids)} in {where}"
 

@@ -145,6 +145,14 @@ def _torch_group(world: int, *, setup: Any = dist.torch_setup, late: int | None 
     )
 
 
+def _private_network() -> netns.PrivateNetwork:
+    """A fresh private network namespace, or a skip that says why none can be made here."""
+    try:
+        return netns.create()
+    except netns.Unavailable as exc:
+        pytest.skip(f"no private network namespace can be made here: {exc}")
+
+
 @pytest.fixture
 def group() -> Any:
     g = LocalGroup.start("test-plain", 3, timeout=30)
@@ -234,7 +242,7 @@ def test_the_pool_restarts_a_group_that_died():
 
 
 def test_ranks_of_a_group_with_a_private_network_share_it_and_meet_on_its_loopback():
-    network = netns.create()
+    network = _private_network()
     port = network.addresses(1)[0].rsplit(":", 1)[1]
     g = LocalGroup.start("test-netns", 2, timeout=30, network=network)
     try:
@@ -248,13 +256,13 @@ def test_ranks_of_a_group_with_a_private_network_share_it_and_meet_on_its_loopba
 
 
 def test_deadlines_and_messages_are_the_same_in_a_private_network():
-    g = LocalGroup.start("test-netns-stall", 3, timeout=30, network=netns.create())
+    g = LocalGroup.start("test-netns-stall", 3, timeout=30, network=_private_network())
     start = time.monotonic()
     with pytest.raises(ClusterError, match=r"(?s)within its deadline \(3 s\): .*rank 1 \(pid \d+\) did not arrive at 'barrier'"):
         g.run(stall, {"rank": 1, "sleep": 3600, "others_sleep": 3600}, timeout=3)
     assert time.monotonic() - start < 3 + MARGIN_S
     _assert_gone(g)
-    g = LocalGroup.start("test-netns-exit", 2, timeout=30, network=netns.create())
+    g = LocalGroup.start("test-netns-exit", 2, timeout=30, network=_private_network())
     pids = g.run(spawn_grandchild, None, ranks=[0])
     with pytest.raises(ClusterError, match=r"(?s)rank 1 \(pid \d+\) exited with code 7 .*ranks \[0\] were killed"):
         g.run(stall, {"rank": 1, "exit": 7, "others_sleep": 3600}, timeout=60)
@@ -361,7 +369,7 @@ def test_torch_collective_that_never_completes():
 def test_multiworker_missing_peer_is_bounded_and_named():
     """MultiWorkerMirroredStrategy waits for its peers: a worker that never starts TensorFlow
     keeps the others waiting; the start deadline ends it and names that worker."""
-    network = netns.create()  # as the suites run it: the servers are reachable on its loopback only
+    network = _private_network()  # as the suites run it: the servers are reachable on its loopback only
     spec = {"worker": network.addresses(2)}
     deadline = 60.0  # TensorFlow's import alone takes 5-20 s on a loaded 2-core machine
     start = time.monotonic()
@@ -378,6 +386,14 @@ def test_multiworker_missing_peer_is_bounded_and_named():
 # ------------------------------------------------------------------ inside an outer cluster
 
 
+def _in_namespace(network: netns.PrivateNetwork, cmd: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """``cmd`` run inside ``network``: a Python prelude joins it, then execs ``cmd`` (the
+    namespace stays). An outer cluster listens beyond loopback by design (TF_CONFIG's
+    servers on every interface, torchrun's store): in these tests nothing can reach it."""
+    execs = netns.RANK_PRELUDE + "import os, sys; os.execvp(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", execs, *cmd], {**env, netns.NETNS_VAR: network.child_env()}
+
+
 @pytest.mark.skipif(not (Path(sys.executable).parent / "torchrun").exists(), reason="torchrun is not installed")
 def test_suites_attach_to_a_torchrun_group():
     """Started by torchrun, the torch suites use its group (env://) instead of launching one."""
@@ -386,7 +402,13 @@ def test_suites_attach_to_a_torchrun_group():
            "-p", "no:cacheprovider", "-p", "no:xdist", "-W", "ignore::DeprecationWarning",
            "--dl-claims", "distributed.torch.*", "--dl-device", "cpu", "--dl-profile", "quick"]
     env = {k: v for k, v in os.environ.items() if k not in cluster.OUTER_CLUSTER_VARS}
-    proc = subprocess.run(cmd, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, start_new_session=True)
+    network = _private_network()
+    cmd, env = _in_namespace(network, cmd, {**env, "GLOO_SOCKET_IFNAME": "lo"})  # the only interface there
+    try:
+        proc = subprocess.run(cmd, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                              start_new_session=True, pass_fds=network.pass_fds())
+    finally:
+        network.close()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # Both ranks ran every torch claim, and all held.
     assert proc.stdout.count("claims: 4 holds, 0 violated, 0 not applicable, 0 error") == 2, proc.stdout[-3000:]
@@ -394,16 +416,20 @@ def test_suites_attach_to_a_torchrun_group():
 
 def test_suites_attach_to_a_tf_config_cluster():
     """Every host of a TF_CONFIG cluster runs pytest; the multi-worker suites use that cluster."""
-    lease = cluster.lease_ports(2)
-    spec = {"worker": lease.addresses()}
-    lease.release()
+    network = _private_network()  # both "hosts" share it
+    spec = {"worker": network.addresses(2)}
     base = {k: v for k, v in os.environ.items() if k not in cluster.OUTER_CLUSTER_VARS}
     cmd = [sys.executable, "-m", "pytest", "suites/distributed", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
            "-W", "ignore::DeprecationWarning", "--dl-strategy", "multi-worker", "--dl-device", "cpu",
            "--dl-claims", "distributed.multiworker.equivalence,distributed.mirrored.reduce", "--dl-profile", "quick"]
-    procs = [subprocess.Popen(cmd, cwd=REPO, env={**base, "TF_CONFIG": cluster.tf_config(spec, "worker", i)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-             for i in range(2)]
+    procs = []
+    try:
+        for i in range(2):
+            argv, env = _in_namespace(network, cmd, {**base, "TF_CONFIG": cluster.tf_config(spec, "worker", i)})
+            procs.append(subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True, start_new_session=True, pass_fds=network.pass_fds()))
+    finally:
+        network.close()
     try:
         outputs = [p.communicate(timeout=400)[0] for p in procs]
     finally:

@@ -10,8 +10,10 @@ loopback. A TensorFlow server listens on ``[::]`` (it has no bind-address option
 allowed only inside a private namespace whose only addresses are loopback ones.
 
 The meta-tests show that the checker fails on a socket listening on 0.0.0.0, on ``::`` and
-on one of this host's own addresses, and on a wildcard inside a private namespace that
-has a non-loopback address; and passes loopback listeners. The last part runs the
+on a non-loopback address of the checker's own namespace (they run, checker included, in
+a private namespace of their own, so that even these sockets cannot be reached), and on
+a wildcard inside another private namespace that has a non-loopback address; and that it
+passes loopback listeners. The last part runs the
 launcher where no namespace can be made (a user namespace without capabilities whose
 limit of nested user namespaces is 0, itself inside a private namespace, so that even the
 opt-in path listens on nothing reachable): the claims report "not applicable" with what
@@ -43,6 +45,14 @@ HOST_NS = os.stat("/proc/self/ns/net").st_ino
 
 
 # ------------------------------------------------------------------ the checker
+
+
+def _private_network() -> netns.PrivateNetwork:
+    """A fresh private network namespace, or a skip that says why none can be made here."""
+    try:
+        return netns.create()
+    except netns.Unavailable as exc:
+        pytest.skip(f"no private network namespace can be made here: {exc}")
 
 
 class ListenerWatch:
@@ -117,22 +127,57 @@ def _watched(host: str, network: netns.PrivateNetwork | None = None) -> tuple[Li
     return watch, proc.pid
 
 
+# The deliberately exposed listeners are started in a private namespace, with the checker
+# running there too: that namespace is then the checker's own ("this process's"), exactly
+# like the host's namespace for the real tests, and nothing outside can reach the sockets.
+META = """
+import json, subprocess, sys
+sys.path.insert(0, sys.argv[3])
+import test_listeners as t
+host, extra = sys.argv[1], sys.argv[2]
+if extra:  # a non-loopback address of this namespace, on lo
+    subprocess.run(["ip", "addr", "add", extra + "/32", "dev", "lo"], check=True)
+watch, pid = t._watched(host)
+try:
+    t.assert_loopback_only(watch, "meta")
+    print(json.dumps({"pid": pid, "error": None}))
+except AssertionError as exc:
+    print(json.dumps({"pid": pid, "error": str(exc)}))
+"""
+
+
+def _checked_in_own_namespace(host: str, extra: str = "") -> dict[str, Any]:
+    network = _private_network()
+    if extra and (network.mode != "net" or shutil.which("ip") is None):
+        network.close()
+        pytest.skip("adding an address inside the namespace needs root and the `ip` command")
+    env = {**os.environ, netns.NETNS_VAR: network.child_env()}
+    try:
+        proc = subprocess.run([sys.executable, "-c", netns.RANK_PRELUDE + "\n" + META, host, extra,
+                               str(Path(__file__).parent)], capture_output=True, text=True, timeout=120, env=env,
+                              pass_fds=network.pass_fds())
+    finally:
+        network.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "::"])
 def test_checker_fails_on_a_listener_on_every_interface(host):
-    watch, pid = _watched(host)
+    out = _checked_in_own_namespace(host)
     shown = re.escape(f"[{host}]" if ":" in host else host)
-    with pytest.raises(AssertionError, match=rf"meta: listening beyond loopback: {shown}:\d+ held by pid\(s\) "
-                                             rf"\[{pid}\] in this host's netns"):
-        assert_loopback_only(watch, "meta")
+    assert out["error"] and re.fullmatch(rf"meta: listening beyond loopback: {shown}:\d+ held by pid\(s\) "
+                                         rf"\[{out['pid']}\] in this process's netns net:\[\d+\]", out["error"]), out
 
 
-def test_checker_fails_on_a_listener_on_one_of_this_hosts_addresses():
-    own = [a for a in netns._local_addresses(os.getpid()) if not a.startswith(("127.", "::1", "fe80:"))]
-    if not own:
-        pytest.skip("this host's network namespace has no address besides loopback and link-local ones")
-    watch, pid = _watched(own[0])
-    with pytest.raises(AssertionError, match=rf"listening beyond loopback: \[?{own[0]}\]?:\d+ held by pid\(s\) \[{pid}\]"):
-        assert_loopback_only(watch, "meta")
+def test_checker_fails_on_a_listener_on_a_non_loopback_address():
+    out = _checked_in_own_namespace("10.254.0.1", extra="10.254.0.1")
+    assert out["error"] and re.fullmatch(rf"meta: listening beyond loopback: 10\.254\.0\.1:\d+ held by pid\(s\) "
+                                         rf"\[{out['pid']}\] in this process's netns net:\[\d+\]", out["error"]), out
+
+
+def test_checker_passes_the_same_listener_on_loopback():
+    assert _checked_in_own_namespace("127.0.0.1")["error"] is None
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
@@ -143,14 +188,14 @@ def test_checker_passes_a_loopback_listener(host):
 
 
 def test_checker_passes_a_wildcard_in_a_private_namespace_with_only_loopback():
-    watch, pid = _watched("0.0.0.0", netns.create())
+    watch, pid = _watched("0.0.0.0", _private_network())
     (seen,) = watch.of([pid])
     assert seen.private and seen.netns != HOST_NS and set(seen.ns_addresses) <= {"127.0.0.1", "::1"}, seen
     assert_loopback_only(watch, "meta")
 
 
 def test_checker_fails_on_a_wildcard_in_a_private_namespace_with_another_address():
-    network = netns.create()
+    network = _private_network()
     if network.mode != "net" or shutil.which("ip") is None:
         network.close()
         pytest.skip("adding an address inside the namespace needs root and the `ip` command")
