@@ -295,3 +295,30 @@ def test_tensorflow_gradient_of_a_gather_is_densified(tf: Any, torch: Any) -> No
     assert isinstance(got["tensorflow"], np.ndarray)
     np.testing.assert_array_equal(got["tensorflow"], got["torch"])
     np.testing.assert_array_equal(got["tensorflow"], w)
+
+
+def test_batchnorm_output_when_a_channel_nearly_coincides(torch: Any) -> None:
+    """Explore soak seed 196094535: BatchNorm1d on 2 samples per channel whose values nearly coincide,
+    so eps dominates the variance; x - mean carries u * |x| and the normalisation divides it by
+    sqrt(var + eps) = 3e-3: an error of 9.3e-5, 9.7x the old bound relative to the output."""
+    from pytest_dlconform.suites.modules import _reference as ref
+    from pytest_dlconform.suites.modules.test_batchnorm import _batches, _tol
+
+    rng = np.random.default_rng(2726552)  # case: 1d-flat, shape (2, 2), momentum None, eps 1e-5, no affine, 2 steps
+    layer = torch.nn.BatchNorm1d(2, eps=1e-5, momentum=None, affine=False)
+    outs = []
+    for x in _batches(rng, 3, (2, 2), 1)[:-1]:
+        y = layer(torch.tensor(x)).detach().numpy()
+        mean, var, _ = ref.bn_moments(x.astype(np.float64), 1)
+        outs.append((x, y, ref.bn_normalise(x.astype(np.float64), mean, var, 1e-5, None, None, 1), var))
+    x, y, want, var = outs[1]  # step 1 is the reported one
+    with pytest.raises(ToleranceExceeded):
+        assert_close(y, want, tolerance("float32", ops=8, reduction=2), what="old bound")
+    tol = _tol(x, 1, var, 1e-5)
+    assert_close(y, want, tol, what="training output, step 1")
+    with pytest.raises(ToleranceExceeded, match=r"wrong output: .* \+ atol"):
+        assert_close(y + 1.5 * (tol.rtol * float(np.max(np.abs(want))) + tol.atol), want, tol, what="wrong output")
+    # Normalising by the unbiased variance (a real mistake) is still far outside the bound.
+    unbiased = ref.bn_normalise(x.astype(np.float64), x.astype(np.float64).mean(0), var * 2, 1e-5, None, None, 1)
+    with pytest.raises(ToleranceExceeded, match="unbiased variance"):
+        assert_close(unbiased, want, tol, what="unbiased variance")
