@@ -86,7 +86,8 @@ def unavailable() -> str | None:
     pkg = runner_dir() / "node_modules" / "@tensorflow" / "tfjs" / "package.json"
     if not pkg.is_file():
         return (f"@tensorflow/tfjs is not installed: {pkg} does not exist; run "
-                f"`npm ci --prefix {runner_dir()}` (the tfjs tox env does it) once, with the npm registry reachable")
+                f"`npm ci --prefix {runner_dir()}` (the tfjs tox env does it) once, with the npm registry reachable, "
+                "or set DLCONFORM_TFJS_RUNNER to a copy of js/tfjs-runner that has its node_modules")
     version = json.loads(pkg.read_text(encoding="utf-8")).get("version")
     if version != TFJS_VERSION:
         return f"{pkg} is @tensorflow/tfjs {version}, but the lockfile pins {TFJS_VERSION}; run `npm ci --prefix {runner_dir()}`"
