@@ -105,3 +105,10 @@ def test_explore_profile_is_the_thorough_budget_randomized() -> None:
     assert explore.max_examples == thorough.max_examples == profiles.THOROUGH_EXAMPLES
     assert thorough.derandomize and not explore.derandomize  # derandomize would ignore --hypothesis-seed
     assert explore.database is None and "explore" in PROFILE_CHOICES
+
+
+def test_dlconform_soak_subcommand_reaches_the_soak(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_dlconform import cli
+
+    assert cli.main(["soak", "--quick", "0", "--explore", "0"]) == 2
+    assert "dlconform soak: --quick 0 --explore 0" in capsys.readouterr().err
