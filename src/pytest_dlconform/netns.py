@@ -187,13 +187,12 @@ def create(timeout: float = 30.0) -> PrivateNetwork:
             fds[kind] = os.open(f"/proc/{proc.pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
         return PrivateNetwork(report["mode"], os.fstat(fds["net"]).st_ino, fds)
     finally:
-        if proc.poll() is None:
-            proc.stdin.close()  # the holder's cue to exit; the namespace lives on in our descriptors
-            try:
-                proc.wait(timeout=10)
+        if proc.returncode is None:
+            try:  # closing its stdin is the holder's cue to exit; the namespace lives on in our descriptors
+                proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
+                proc.communicate()
 
 
 RANK_PRELUDE = "from pytest_dlconform.netns import enter_or_exit; enter_or_exit(); "  # before any other import
