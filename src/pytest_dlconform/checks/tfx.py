@@ -198,3 +198,60 @@ def evaluator_metrics(root: Path) -> dict[str, float]:
 
 def blessed(root: Path) -> bool:
     return os.path.exists(os.path.join(_one(str(root / "pipeline" / "Evaluator" / "blessing" / "*")), "BLESSED"))
+
+
+# ----------------------------------------------------------------------------- the oracles
+
+
+def check_serving_matches_training(serve: Any, raw_eval: list[bytes], transformed_eval: list[bytes],
+                                   w: np.ndarray, b: float) -> np.ndarray:
+    """``serve(serialized raw examples)`` equals ``w . xf + b`` on Transform's materialised ``xf``
+    of the same rows (matched by row id); returns the served predictions.
+
+    Tolerance: two float32 evaluations of a 3-term dot product, a bias and the z-score.
+    """
+    from .numerics import assert_close, combined, tolerance
+
+    cols = parse(raw_eval)
+    got = np.asarray(serve(raw_eval), np.float64).reshape(-1)
+    xf = parse(transformed_eval)
+    order = {int(r): i for i, r in enumerate(xf[ROW_ID])}
+    idx = [order[int(r)] for r in cols[ROW_ID]]
+    feats = np.stack([xf[f"{f}_xf"][idx] for f in FEATURES], axis=1).astype(np.float64)
+    one = tolerance("float32", ops=len(FEATURES) + 3, reduction=len(FEATURES))
+    assert_close(got, feats @ np.asarray(w, np.float64) + b, combined(one, one),
+                 what="pushed model on raw serialized tf.Examples vs the trained model on Transform's materialised "
+                 "features (eval split)", name="serving vs training-time transform")
+    return got
+
+
+def check_z_scores(raw_train: list[bytes], transformed_train: list[bytes]) -> int:
+    """Transform's z-scores equal numpy's (x - mean) / std over the same train rows; returns the row count."""
+    from .numerics import assert_close, tolerance
+
+    raw, xf = parse(raw_train), parse(transformed_train)
+    order = {int(r): i for i, r in enumerate(xf[ROW_ID])}
+    idx = [order[int(r)] for r in raw[ROW_ID]]
+    n = len(idx)
+    for f in FEATURES:
+        x = raw[f].astype(np.float32).astype(np.float64)  # the CSV is parsed as float32
+        assert_close(xf[f"{f}_xf"][idx].astype(np.float64), (x - x.mean()) / x.std(), tolerance("float32", ops=4, reduction=n),
+                     what=f"Transform's z-score of {f} vs numpy's (mean, std over {n} train rows)",
+                     name="tft.scale_to_z_score vs numpy")
+    return n
+
+
+def check_evaluator_metrics(metrics: dict[str, float], labels: np.ndarray, predictions: np.ndarray) -> None:
+    """The Evaluator's example count, MSE and MAE equal numpy's on the same labels and predictions."""
+    from .numerics import assert_close, tolerance
+
+    y, p = np.asarray(labels, np.float64), np.asarray(predictions, np.float64)
+    count = metrics.get("example_count")
+    if count != len(y):
+        raise AssertionError(f"Evaluator example_count {count}, but the eval split has {len(y)} examples")
+    tol = tolerance("float32", ops=3, reduction=len(y))
+    for name, value in (("mean_squared_error", np.mean((y - p) ** 2)), ("mean_absolute_error", np.mean(np.abs(y - p)))):
+        if name not in metrics:
+            raise AssertionError(f"the Evaluator reported no {name}: it has {sorted(metrics)}")
+        assert_close(np.array([metrics[name]]), np.array([value]), tol, what=f"Evaluator {name} vs numpy",
+                     name=f"Evaluator {name} vs numpy")
