@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from importlib import resources
@@ -20,6 +21,15 @@ import pytest
 from pytest_dlconform import cli, repro
 
 FINDINGS = resources.files("pytest_dlconform") / "findings"
+
+
+@pytest.fixture(autouse=True)
+def _environment_kept():
+    """A script may set os.environ (TF_CPP_MIN_LOG_LEVEL) when loaded: not for later tests."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def load(name: str):

@@ -25,7 +25,6 @@ import sys
 
 import numpy as np
 
-os.environ["KERAS_BACKEND"] = "torch"  # before keras is imported
 rng = np.random.default_rng(8)
 X = rng.uniform(-1.0, 1.0, size=(4, 5))
 KERNEL = rng.normal(size=(5, 3)) / np.sqrt(5.0)
@@ -35,7 +34,11 @@ RTOL = 16 * 11 * np.finfo(np.float64).eps / 2
 
 
 def observed():
+    os.environ["KERAS_BACKEND"] = "torch"  # before keras is imported (a fresh interpreter: python SCRIPT)
     import keras
+
+    if keras.backend.backend() != "torch":
+        raise ImportError(f"keras was imported with the {keras.backend.backend()} backend before this script set torch")
 
     layer = keras.layers.Dense(3, dtype="float64")
     layer.build((None, 5))
