@@ -85,3 +85,23 @@ def test_tree_comparison_is_normwise_over_the_collection_and_names_the_worst_ten
     with pytest.raises(TreeMismatch):
         assert_close_tree({"w": np.array([np.nan, -2.0]), "zero_in_theory": want["zero_in_theory"]}, want, tol,
                           what="x", name="x")
+
+
+def test_step_comparison_scales_with_the_largest_update():
+    import numpy as np
+
+    from pytest_dlconform.checks.numerics import Tolerance
+    from pytest_dlconform.checks.reductions import StepMismatch
+    from pytest_dlconform.checks.usermodel import assert_same_step
+
+    tol = Tolerance(1e-4, "test bound")
+    before = {"w": np.array([1.0, 2.0]), "key_bias": np.array([0.0])}
+    single = {"w": np.array([0.9, 2.1]), "key_bias": np.array([1e-15])}  # updates 0.1; the bias moved by noise
+    # noise far below rtol x the largest update on a tensor that barely moves: holds
+    assert assert_same_step({"w": single["w"], "key_bias": np.array([5e-15])}, single, before, tol, what="x") < 1
+    # an update that is not the single-device one (e.g. not averaged: twice as large) fails and is named
+    twice = {"w": np.array([0.8, 2.2]), "key_bias": single["key_bias"]}
+    with pytest.raises(StepMismatch, match=r"x: w max\|distributed - single device\| = 1.000e-01, but should be <="):
+        assert_same_step(twice, single, before, tol, what="x")
+    with pytest.raises(StepMismatch, match="parameters"):
+        assert_same_step({"w": single["w"]}, single, before, tol, what="x")

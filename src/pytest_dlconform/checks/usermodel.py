@@ -424,6 +424,46 @@ def assert_close_tree(actual: dict[str, Any], expected: dict[str, Any], tol: Tol
     return worst
 
 
+def assert_same_step(actual: dict[str, Any], expected: dict[str, Any], before: dict[str, Any], tol: Tolerance, *,
+                     what: str, dtype: str = "float32") -> float:
+    """Weights after a step against the oracle's, per tensor within ``rtol * U + 2 u |w|``.
+
+    ``U`` is the largest update of any tensor in the oracle's step: the gradients' rounding
+    errors scale with the whole backward pass (a parameter whose exact gradient is zero, such as
+    an attention key bias under softmax, moves by noise of that scale, not of its own), and the
+    learning rate carries them into the weights; ``2 u |w|`` is the rounding of ``w - lr g``
+    itself in each run. A step that differs (a gradient not averaged, a batch mixed otherwise)
+    moves a tensor by a fraction of U and fails. Returns the worst error / bound."""
+    __tracebackhide__ = True
+    from .. import evidence
+    from .numerics import UNIT_ROUNDOFF
+    from .reductions import StepMismatch
+
+    if set(actual) != set(expected):
+        raise StepMismatch(f"{what}: parameters {sorted(actual)}, but the single-device run has {sorted(expected)}")
+    u = UNIT_ROUNDOFF[dtype]
+    update = max((float(np.max(np.abs(np.asarray(expected[k], np.float64) - np.asarray(before[k], np.float64))))
+                  for k in expected if np.size(expected[k])), default=0.0)
+    worst, worst_key, worst_err, worst_bound = 0.0, "", 0.0, 0.0
+    for key in sorted(expected):
+        a, e = np.asarray(actual[key], np.float64), np.asarray(expected[key], np.float64)
+        if a.shape != e.shape:
+            raise StepMismatch(f"{what}: {key} has shape {a.shape}, but should be {e.shape}")
+        err = float(np.max(np.abs(a - e))) if e.size else 0.0
+        err = err if np.all(np.isfinite(a)) else math.inf
+        bound = tol.rtol * update + 2 * u * (float(np.max(np.abs(e))) if e.size else 0.0)
+        ratio = err / bound if bound > 0 else (0.0 if err == 0 else math.inf)
+        if ratio >= worst:
+            worst, worst_key, worst_err, worst_bound = ratio, key, err, bound
+    evidence.check(what, observed=worst, tolerance=1.0, basis=f"rtol {tol.rtol:.3g} x largest update {update:.3g} "
+                   f"+ 2 u({dtype}) |w| [{tol.why}]", tensor=worst_key)
+    if not worst <= 1.0:
+        raise StepMismatch(f"{what}: {worst_key} max|distributed - single device| = {worst_err:.3e}, but should be <= "
+                           f"{worst_bound:.3e} = {tol.rtol:.3e} x the largest update {update:.3e} + 2 u({dtype}) |w| "
+                           f"[{tol.why}] ({worst:.3g}x the bound)")
+    return worst
+
+
 def normwise(actual: np.ndarray, expected: np.ndarray) -> float:
     a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
     scale = float(np.max(np.abs(e))) if e.size else 0.0
