@@ -179,13 +179,19 @@ def _falsifying_example(text: str) -> str:
         if not match:
             continue
         block = [match.group(1)]
+        end = start
         if line.rstrip().endswith("("):
-            for follow in raw[start + 1:]:
+            for end, follow in enumerate(raw[start + 1:], start + 1):
                 block.append(follow)
                 if follow.rstrip() == ")":  # hypothesis closes the call at column 0
                     break
+        # What the test drew with data.draw() follows as "Draw 1 (case): ProgramCase(...)".
+        block += [d for d in raw[end + 1:] if _DRAW.match(d)]
         return "\n".join(block)
     return ""
+
+
+_DRAW = re.compile(r"^Draw \d+(?: \([^)]*\))?: ")
 
 
 # ------------------------------------------------------------------ the document

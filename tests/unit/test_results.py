@@ -256,3 +256,12 @@ def test_a_killed_writer_never_leaves_a_truncated_report(tmp_path: Path) -> None
             proc.stdout.close()  # type: ignore[union-attr]
         doc = json.loads(target.read_text())  # complete, never truncated
         assert doc["n"] >= 1 and len(doc["pad"]) == 20_000_000
+
+
+def test_the_reproduction_keeps_what_the_test_drew() -> None:
+    """data.draw() values follow the falsifying example as 'Draw N (label): ...' lines."""
+    text = ("E   AssertionError: off\nE   Falsifying example: test_f(\nE       data=data(...),\nE   )\n"
+            "E   Draw 1 (case): ProgramCase(ops=['tanh'])\nE   Draw 2: 5\nnot part of it\n")
+    out = results.reproduction("pytest x", text).splitlines()
+    assert out[0] == "pytest x" and out[1] == "Falsifying example: test_f("
+    assert out[-2:] == ["Draw 1 (case): ProgramCase(ops=['tanh'])", "Draw 2: 5"]
