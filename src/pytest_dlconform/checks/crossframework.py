@@ -845,6 +845,24 @@ def check_backends(results: Mapping[str, Result], case: Case, dtype: str, *, tf3
                 factors=ref.factors)
 
 
+def check_backend(result: Result, case: Case, dtype: str, *, name: str, dtype_seen: str | None = None,
+                  other: tuple[str, Result] | None = None, tf32: bool = False, label: str = "") -> None:
+    """One Keras backend's verdict: its result against the float64 reference, then against
+    ``other`` (another backend's result, both rounded: tolerances add), then the dtype Keras
+    gave its logits (``dtype_seen``), which must be the model's. The reference comes first:
+    a result that is wrong in value is reported as such, whatever its dtype."""
+    __tracebackhide__ = True
+    ref = reference(case, dtype)
+    fwd, bwd = tolerances(case, dtype, tf32=tf32, condition=ref.condition)
+    compare(result, ref.keras, fwd, bwd, what=f"keras[{name}] vs float64 reference", label=label, factors=ref.factors)
+    if other is not None:
+        compare(result, other[1], combined(fwd, fwd), combined(bwd, bwd), what=f"keras[{name}] vs keras[{other[0]}]",
+                label=label, factors=ref.factors)
+    if dtype_seen is not None and dtype_seen != dtype:
+        raise ModelMismatch(f"{label}keras[{name}]: the logits of a {dtype} model are {dtype_seen} tensors, "
+                            f"but layers with dtype={dtype!r} compute in {dtype}")
+
+
 def check_devices(gpu: Result, cpu: Result, case: Case, dtype: str, *, tf32: bool, label: str) -> None:
     """A GPU run against the CPU run of the same oracle: both rounded, tolerances add."""
     __tracebackhide__ = True
@@ -920,21 +938,103 @@ def read_batch(path: str) -> list[tuple[Case, str, dict[str, np.ndarray], np.nda
 
 
 def keras_backend_worker(in_path: str, out_path: str) -> dict[str, Any]:
-    """Runs in a fresh interpreter with KERAS_BACKEND set: every case of the batch on it."""
+    """Runs in a fresh interpreter with KERAS_BACKEND set: every case of the batch on it.
+
+    Besides the results, the file holds ``meta`` (:func:`read_meta`): the backend's own
+    version and settings (:func:`backend_facts`), each case's logits dtype as Keras
+    reports it, and the warnings the run gave (JAX warns when it truncates float64)."""
     import keras
 
     results: dict[str, np.ndarray] = {}
+    dtypes: list[str] = []
     batch = read_batch(in_path)
-    for j, (case, dtype, weights, x, labels) in enumerate(batch):
-        model = keras_model(keras, case, weights, dtype)
-        loss_obj, labels_for = keras_loss(keras, case, dtype)
-        logits = model(np.asarray(x, dtype=dtype), training=case.training)
-        loss = loss_obj(labels_for(labels), logits)
-        results[f"{j}/logits"] = _np(keras.ops.convert_to_numpy(logits))
-        results[f"{j}/loss"] = _np(keras.ops.convert_to_numpy(loss))
-        results.update({f"{j}/{k}": v for k, v in keras_state(keras, model, case).items()})
-    np.savez(out_path, **results)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # each distinct warning once: evidence, not noise
+        for j, (case, dtype, weights, x, labels) in enumerate(batch):
+            model = keras_model(keras, case, weights, dtype)
+            loss_obj, labels_for = keras_loss(keras, case, dtype)
+            logits = model(np.asarray(x, dtype=dtype), training=case.training)
+            loss = loss_obj(labels_for(labels), logits)
+            dtypes.append(keras.backend.standardize_dtype(logits.dtype))
+            results[f"{j}/logits"] = _np(keras.ops.convert_to_numpy(logits))
+            results[f"{j}/loss"] = _np(keras.ops.convert_to_numpy(loss))
+            results.update({f"{j}/{k}": v for k, v in keras_state(keras, model, case).items()})
+    seen = sorted({f"{w.category.__name__}: {str(w.message)[:300]}" for w in caught})
+    meta = {**backend_facts(keras.backend.backend()), "dtypes": dtypes, "warnings": seen[:8], "warning_kinds": len(seen)}
+    np.savez(out_path, meta=np.asarray(json.dumps(meta)), **results)
     return {"backend": keras.backend.backend(), "keras": keras.__version__, "cases": len(batch)}
+
+
+def backend_facts(backend: str) -> dict[str, Any]:
+    """The framework under a Keras backend: its version, and for JAX the two settings that
+    decide what a float64 model computes in and where (jax_enable_x64, the platform)."""
+    if backend == "jax":
+        import jax
+
+        return {"version": jax.__version__, "x64": bool(jax.config.jax_enable_x64), "platform": jax.default_backend()}
+    module = __import__(backend)
+    return {"version": str(module.__version__)}
+
+
+def read_meta(path: str) -> dict[str, Any]:
+    """The ``meta`` record :func:`keras_backend_worker` wrote beside the results."""
+    with np.load(path) as data:
+        return dict(json.loads(str(data["meta"]))) if "meta" in data.files else {}
+
+
+# The Keras backends the seed names, as fresh-interpreter runs: the child's environment per
+# run. JAX runs twice: as installed (jax_enable_x64 off, JAX's default) and with
+# JAX_ENABLE_X64=1, the switch JAX documents for float64 arrays. The flag is set both ways,
+# so a value inherited from the user's shell cannot turn one run into the other.
+KERAS_RUNS: dict[str, dict[str, str]] = {
+    "tensorflow": {"KERAS_BACKEND": "tensorflow"},
+    "torch": {"KERAS_BACKEND": "torch"},
+    "jax": {"KERAS_BACKEND": "jax", "JAX_ENABLE_X64": "0"},
+    "jax-x64": {"KERAS_BACKEND": "jax", "JAX_ENABLE_X64": "1"},
+}
+JAX_INSTALL = "pip install 'pytest-dlconform[jax]' (jax and jaxlib, a CPU build)"
+
+
+def keras_run_missing(run: str, find_spec: Callable[[str], Any] | None = None) -> str | None:
+    """Why ``run`` cannot start here (a package this environment lacks), or None. TensorFlow
+    and torch: the plugin's tf and torch fixtures report those missing."""
+    if KERAS_RUNS[run]["KERAS_BACKEND"] != "jax":
+        return None
+    if find_spec is None:
+        from importlib.util import find_spec
+    absent = [name for name in ("jax", "jaxlib") if find_spec(name) is None]
+    if not absent:
+        return None
+    return (f"{' and '.join(absent)} {'is' if len(absent) == 1 else 'are'} not installed "
+            f"(importlib.util.find_spec returned None), so Keras has no JAX backend here: {JAX_INSTALL}")
+
+
+def keras_run_env(run: str, device_kind: str) -> dict[str, str]:
+    """The child's environment: the backend, its settings, and on the CPU instance of a test
+    every backend kept on the CPU (JAX_PLATFORMS=cpu also skips JAX's GPU/TPU probing and
+    its warnings)."""
+    env = {**KERAS_RUNS[run], "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if device_kind == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        if env["KERAS_BACKEND"] == "jax":
+            env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def keras_run_problem(run: str, meta: Mapping[str, Any]) -> str | None:
+    """A child that did not get the settings its run asked for (a harness error), or None."""
+    want = KERAS_RUNS[run].get("JAX_ENABLE_X64")
+    if want is not None and meta.get("x64") != (want == "1"):
+        return f"JAX_ENABLE_X64={want} gave jax_enable_x64={meta.get('x64')} in the child: {dict(meta)}"
+    return None
+
+
+def keras_run_device_reason(run: str, meta: Mapping[str, Any], device_kind: str) -> str | None:
+    """Why a run that worked cannot stand for ``device_kind`` (a CPU-only jaxlib on a GPU test)."""
+    if KERAS_RUNS[run]["KERAS_BACKEND"] == "jax" and device_kind != "cpu" and meta.get("platform") == "cpu":
+        return (f"jax {meta.get('version')} here has no GPU backend (jax.default_backend() is 'cpu'), so Keras on "
+                f"JAX cannot run on the {device_kind}: pip install 'jax[cuda12]'")
+    return None
 
 
 def read_results(path: str, count: int) -> list[Result]:
