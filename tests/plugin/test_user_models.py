@@ -97,10 +97,11 @@ def test_env_and_ini_registrations_are_validated_and_named(suite, monkeypatch):
 
 def test_without_a_model_the_model_suite_is_deselected_or_not_applicable(suite):
     result = suite.runpytest_subprocess("--pyargs", "pytest_dlconform.suites.model")
-    result.stdout.fnmatch_lines(["*17 deselected*"])
+    result.stdout.fnmatch_lines(["* deselected in *"])
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result = suite.runpytest_subprocess("--pyargs", "pytest_dlconform.suites.model", "--dl-claims=model.*")
-    result.stdout.fnmatch_lines(["n/a (8 tests): no model registered: pass --dl-model module:factory"])
+    result.stdout.fnmatch_lines(["n/a (* tests): no model registered: pass --dl-model module:factory"])
+    result.stdout.fnmatch_lines(["tests: 0 holds, 0 violated, * not applicable, 0 error"])
     assert result.ret == pytest.ExitCode.OK
 
 
