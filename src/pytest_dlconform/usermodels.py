@@ -160,8 +160,6 @@ def _line(exc: BaseException) -> str:
 
 def example_inputs(um: UserModel, seed: int) -> list[Any]:
     """``make_inputs(seed)`` as a list of numpy arrays, batch first."""
-    import numpy as np
-
     try:
         raw = um.make_inputs(seed)
     except Exception as exc:  # noqa: BLE001
