@@ -937,8 +937,9 @@ def read_batch(path: str) -> list[tuple[Case, str, dict[str, np.ndarray], np.nda
     return out
 
 
-def keras_backend_worker(in_path: str, out_path: str) -> dict[str, Any]:
-    """Runs in a fresh interpreter with KERAS_BACKEND set: every case of the batch on it.
+def keras_backend_worker(in_path: str, out_path: str, only: Sequence[str] | None = None) -> dict[str, Any]:
+    """Runs in a fresh interpreter with KERAS_BACKEND set: every case of the batch on it
+    (or those whose dtype is in ``only``; the others get no results and dtype None).
 
     Besides the results, the file holds ``meta`` (:func:`read_meta`): the backend's own
     version and settings (:func:`backend_facts`), each case's logits dtype as Keras
@@ -946,11 +947,14 @@ def keras_backend_worker(in_path: str, out_path: str) -> dict[str, Any]:
     import keras
 
     results: dict[str, np.ndarray] = {}
-    dtypes: list[str] = []
+    dtypes: list[str | None] = []
     batch = read_batch(in_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # each distinct warning once: evidence, not noise
         for j, (case, dtype, weights, x, labels) in enumerate(batch):
+            if only is not None and dtype not in only:
+                dtypes.append(None)
+                continue
             model = keras_model(keras, case, weights, dtype)
             loss_obj, labels_for = keras_loss(keras, case, dtype)
             logits = model(np.asarray(x, dtype=dtype), training=case.training)
