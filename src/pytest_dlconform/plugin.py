@@ -32,9 +32,10 @@ def _run(config: pytest.Config) -> dlsession.Run:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dlconform", "deep-learning conformance (pytest-dlconform)")
     for name, text in opts.HELP.items():
+        shape: dict[str, Any] = {"nargs": "?", "const": "yes"} if name == opts.ALLOW_LISTEN_ALL else {}  # a bare flag is yes
         group.addoption(opts.flag(name), dest=f"dl_{name}", default=None, metavar=name.upper(),
                         action="append" if name in getattr(opts, "REPEATABLE", ()) else "store",
-                        help=f"{text} Env: {opts.env_var(name)}; ini: {opts.ini_key(name)}.")
+                        help=f"{text} Env: {opts.env_var(name)}; ini: {opts.ini_key(name)}.", **shape)
         parser.addini(opts.ini_key(name), help=text, default=None)
     group.addoption("--dl-list-claims", action="store_true", default=False,
                     help="print the claims ledger (id, statement, source, frameworks) and exit without running.")

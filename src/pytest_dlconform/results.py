@@ -33,7 +33,7 @@ SYMBOL = {HOLDS: "ok", VIOLATED: "FAIL", NOT_APPLICABLE: "n/a", ERROR: "ERR"}
 EXPECTED_SYMBOL = "exp"  # violated, and listed in the known-divergences file
 SCHEMA = "pytest-dlconform/report"
 SCHEMA_VERSION = 1
-PARAM_KEYS = ("framework", "device", "strategy", "model")
+PARAM_KEYS = ("framework", "device", "strategy", "model", "backend")
 
 PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO, PROP_EXPECTED = (
     "dl_claim", "dl_verdict", "dl_params", "dl_evidence", "dl_repro", "dl_expected",
@@ -291,7 +291,7 @@ def _symbol(tests: list[Mapping[str, Any]]) -> str:
     return SYMBOL[verdict]
 
 
-ROW_KEYS = ("strategy", "model")  # terminal matrix: these make sub-rows, not columns
+ROW_KEYS = ("strategy", "model", "backend")  # terminal matrix: these make sub-rows, not columns
 COLUMN_KEYS = ("framework", "device")
 
 

@@ -269,6 +269,8 @@ class Run:
             params["strategy"] = str(strategy)
         if isinstance(model, tuple):
             params["model"] = str(model[1])
+        if "keras_backend" in raw:  # interop.keras-backends: one verdict per Keras backend
+            params["backend"] = str(raw["keras_backend"])
         return params
 
     def _unselected_framework(self, item: pytest.Item) -> bool:
