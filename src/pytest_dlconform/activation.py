@@ -23,6 +23,13 @@ from . import settings as opts
 if TYPE_CHECKING:
     from .session import Run
 
+MARKERS = (
+    "claim(id): the documented claim this test checks, an id 'area.topic.name' from the claim "
+    "registry (list them with `dlconform claims`); --dl-claims selects by it.",
+    "min_devices(n): the test needs at least n devices of its device kind (logical CPU devices "
+    "count on cpu, see --dl-replicas); with fewer it reports 'not applicable'.",
+)
+
 DL_FIXTURES = frozenset({"dl_framework", "dl_device", "dl_strategy", "dl_model", "dl_settings", "dl_tolerance",
                          "dl_seed", "dl_groups", "dl_timeout"})
 EXTRA_FLAGS = ("dl_list_claims",)

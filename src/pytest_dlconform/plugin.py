@@ -3,14 +3,15 @@ the logic lives in plain modules; no framework is imported when this module load
 
 from __future__ import annotations
 
-from typing import Any, Generator
+from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
-from . import session as dlsession
 from . import settings as opts
-from . import verdicts
-from .activation import Activation, is_claim_function
+from .activation import MARKERS, Activation, is_claim_function
+
+if TYPE_CHECKING:  # the run's modules load when a run asks for dlconform, not with the plugin
+    from . import session as dlsession
 
 KEY = pytest.StashKey["dlsession.Run"]()  # the run, once active
 ACTIVATION = pytest.StashKey[Activation]()
@@ -42,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for line in dlsession.MARKERS:
+    for line in MARKERS:
         config.addinivalue_line("markers", line)
     act = config.stash[ACTIVATION] = Activation(config)
     if act.reason is not None and not config.getoption("dl_list_claims"):
@@ -75,9 +76,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("dl_list_claims"):
         return None
     from .ledger import print_ledger
+    from .session import settings_from_config
 
     try:
-        settings = dlsession.settings_from_config(config)
+        settings = settings_from_config(config)
     except pytest.UsageError as exc:
         config.get_terminal_writer().line(f"ERROR: {exc}", red=True)
         return int(pytest.ExitCode.USAGE_ERROR)
@@ -115,35 +117,56 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
-    with verdicts.phase_warnings(item, _active(item.config)):
+    run = _active(item.config)
+    if run is None:
+        return (yield)
+    from . import verdicts
+
+    with verdicts.phase_warnings(item, run):
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     run = _active(item.config)
+    if run is None:
+        return (yield)
+    from . import verdicts
+
     with verdicts.phase_warnings(item, run), verdicts.bounded_shrinking(item, run):
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
-    with verdicts.phase_warnings(item, _active(item.config)):
+    run = _active(item.config)
+    if run is None:
+        return (yield)
+    from . import verdicts
+
+    with verdicts.phase_warnings(item, run):
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     run = _active(item.config)
+    if run is None:
+        return (yield)
+    from . import verdicts
+
     with verdicts.phase_warnings(item, run):  # hypothesis's own makereport imports libcst on a failure
         report = yield
-    if run is not None:
-        verdicts.annotate(run, item, call, report)
+    verdicts.annotate(run, item, call, report)
     return report
 
 
 def pytest_report_teststatus(report: Any, config: pytest.Config) -> tuple[str, str, str] | None:
     """A harness failure inside a test's call is a pytest error, not a failure."""
+    if _active(config) is None:
+        return None
+    from . import verdicts
+
     return verdicts.teststatus(report)
 
 
@@ -157,7 +180,9 @@ class ReportHook:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         run = _active(self.config)
         if run is None:
-            if not verdicts.is_claim_report(report):
+            from .results import PROP_CLAIM
+
+            if not any(name == PROP_CLAIM for name, _ in getattr(report, "user_properties", ()) or ()):
                 return
             try:
                 run = _run(self.config)

@@ -30,12 +30,7 @@ DESELECTED = "__dlconform_deselected__"
 SHORT = {"tensorflow": "tf", "torch": "torch"}
 FIXTURE_FRAMEWORK = {"tf": "tensorflow", "torch": "torch"}
 
-MARKERS = (
-    "claim(id): the documented claim this test checks, an id 'area.topic.name' from the claim "
-    "registry (list them with `dlconform claims`); --dl-claims selects by it.",
-    "min_devices(n): the test needs at least n devices of its device kind (logical CPU devices "
-    "count on cpu, see --dl-replicas); with fewer it reports 'not applicable'.",
-)
+from .activation import MARKERS  # noqa: E402,F401  # re-exported: registered at configure
 
 
 @dataclass

@@ -50,3 +50,15 @@ def test_modules_loaded_with_the_plugin_import_no_framework_at_top_level():
                  "evidence.py", "profiles.py", "claims/__init__.py", "frameworks/__init__.py", "frameworks/base.py"):
         heavy = _top_level_imports(package / name) & {"tensorflow", "torch", "keras"}
         assert not heavy, f"{name} imports {heavy} at module level"
+
+
+def test_loading_the_plugin_imports_no_framework_numpy_or_run_module() -> None:
+    """What every pytest run in a host environment pays: the plugin and its option table only."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pytest_dlconform.plugin\n"
+            "print(sorted(m for m in ('torch', 'tensorflow', 'keras', 'jax', 'numpy', 'hypothesis',"
+            " 'pytest_dlconform.session', 'pytest_dlconform.devices') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
