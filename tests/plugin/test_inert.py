@@ -19,10 +19,10 @@ import pytest
 HOST = '''
 from hypothesis import given, settings, strategies as st
 
-def test_default_budget_is_hypothesis_own():
+def test_records_the_default_settings():
+    with open("host-settings.txt", "a") as fh:
+        fh.write(repr(settings.default) + "\\n")
     assert settings().max_examples == 100
-    assert settings.default.derandomize is False
-    assert settings.default.database is not None
 
 @given(st.integers())
 def test_a_property(x):
@@ -105,13 +105,21 @@ def lines(path: Path) -> list[str]:
 
 
 def test_a_host_project_runs_unchanged(host: pytest.Pytester) -> None:
+    """The same host run without the plugin and with it: the same hypothesis settings (whatever
+    they are here: hypothesis loads its own "ci" profile where CI is set), the same number of
+    examples, no output of ours, no hardware probing."""
     host.makepyfile(test_host=HOST)
+    host.runpytest_subprocess("-p", "no:dlconform").assert_outcomes(passed=2)
+    without = lines(host.path / "host-settings.txt"), len(lines(host.path / "host-examples.txt"))
+    for name in ("host-settings.txt", "host-examples.txt"):
+        (host.path / name).unlink()
     result = host.runpytest_subprocess()
     result.assert_outcomes(passed=2)
     out = result.stdout.str() + result.stderr.str()
     assert "dlconform-" in out  # loaded (pytest lists it among the plugins) ...
     assert "dlconform:" not in out and "conformance matrix" not in out  # ... and silent
-    assert len(lines(host.path / "host-examples.txt")) == 100  # hypothesis's own budget
+    assert (lines(host.path / "host-settings.txt"), len(lines(host.path / "host-examples.txt"))) == without
+    assert without[1] == 100  # hypothesis's own budget
     assert not host.nvidia_calls.exists()  # type: ignore[attr-defined]  # no hardware probing
 
 
@@ -175,8 +183,13 @@ def test_a_venv_without_any_framework_runs_a_host_project_unchanged(tmp_path: Pa
     (project / "test_host.py").write_text(HOST)
     (project / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLCONFORM_")}
-    done = subprocess.run([str(python), "-m", "pytest"], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout and "no framework" not in done.stdout + done.stderr
+    recorded = []
+    for args in (["-p", "no:dlconform"], []):
+        done = subprocess.run([str(python), "-m", "pytest", *args], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "2 passed" in done.stdout and "no framework" not in done.stdout + done.stderr
+        recorded.append((project / "host-settings.txt").read_text())
+        (project / "host-settings.txt").unlink()
     assert "dlconform-" in done.stdout and "dlconform:" not in done.stdout
+    assert recorded[0] == recorded[1]  # the plugin changed nothing
