@@ -152,6 +152,10 @@ class OpSpec:
     kinks: Callable[[Params], tuple[float, ...]] | None = None
     weights: Callable[[Sequence[Shape], Params], tuple[Shape, ...]] | None = None
     abs_scale: Callable[[Array, Params], Array] | None = None
+    #: A composed op's tangent rule sums terms of these sizes per unit tangent (tanhshrink:
+    #: u - sech^2(x) u, terms 1 and sech^2 that cancel to tanh^2 near 0): the rule's own
+    #: rounding, which |f''| does not see where f' and f'' both vanish.
+    deriv_scale: Callable[[Array, Params], Array] | None = None
     hint: Callable[[Draw, int], Shape] | None = field(default=None, compare=False)
     #: Known, documented framework limits: check name -> what goes wrong (see KNOWN_LIMITS).
     limits: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -428,7 +432,8 @@ def _tangent_rule(spec: OpSpec, xs: Sequence[Array], out: Array, p: Params,
     # An upper estimate of |f''| (the difference's own rounding only makes it larger).
     d2 = np.abs(fp - 2 * f0 + fm) / (h * h)
     extra = spec.abs_scale(x, p) if spec.abs_scale else 0.0
-    local = ULPS * float(np.max(d2 * (np.abs(x) + extra)))
+    terms = spec.deriv_scale(x, p) if spec.deriv_scale else 0.0
+    local = ULPS * float(np.max(d2 * (np.abs(x) + extra) + terms))
     return (1.25 * float(np.max(np.abs(d))),), 1.0, local
 
 
@@ -677,9 +682,10 @@ def _elementwise(name: str, ref: Callable[[Array, Params], Array], torch: Templa
                  bound: Callable[[float, Params], float], *, category: str = "elementwise",
                  plan: PlanFn = _no_params, kinks: Callable[[Params], tuple[float, ...]] | None = None,
                  abs_scale: Callable[[Array, Params], Array] | None = None,
-                 extras: Callable[[Params, Sequence[Shape]], dict[str, str]] | None = None) -> OpSpec:
+                 extras: Callable[[Params, Sequence[Shape]], dict[str, str]] | None = None,
+                 deriv_scale: Callable[[Array, Params], Array] | None = None) -> OpSpec:
     return OpSpec(name, category, 1, torch, tf, _unary(ref), _any, plan, lambda bs, ss, p: bound(bs[0], p),
-                  extras=extras, kinks=kinks, abs_scale=abs_scale)
+                  extras=extras, kinks=kinks, abs_scale=abs_scale, deriv_scale=deriv_scale)
 
 
 def _piecewise(name: str, ref: Callable[[Array, Params], Array], torch: Template, tf: Template,
@@ -737,8 +743,10 @@ def _smooth_ops() -> list[OpSpec]:
         # tf.nn has no mish (keras.activations.mish does): composed from public tf.math ops.
         _elementwise("mish", lambda x, p: x * np.tanh(np.logaddexp(0.0, x)), "F.mish({a})",
                      "{a} * tf.math.tanh(tf.math.softplus({a}))", lambda b, p: b + 1),
+        # Both frameworks compose it (torch: input - input.tanh()), so its tangent rule is
+        # u - sech^2(x) u: terms of size 1 that cancel to tanh^2(x) u near 0.
         _elementwise("tanhshrink", lambda x, p: x - np.tanh(x), "F.tanhshrink({a})", "{a} - tf.math.tanh({a})",
-                     lambda b, p: b + 1, abs_scale=_abs_x),
+                     lambda b, p: b + 1, abs_scale=_abs_x, deriv_scale=lambda x, p: 1.0 + 1.0 / np.cosh(x) ** 2),
         _elementwise("square", lambda x, p: np.square(x), "torch.square({a})", "tf.math.square({a})", lambda b, p: b * b),
         _elementwise("cube", lambda x, p: x * x * x, "torch.pow({a}, 3)", "tf.math.pow({a}, 3.0)", lambda b, p: b**3),
         _elementwise("sqrt_c", lambda x, p: np.sqrt(x * x + p["c"]), "torch.sqrt(torch.square({a}) + {c})",

@@ -322,3 +322,29 @@ def test_batchnorm_output_when_a_channel_nearly_coincides(torch: Any) -> None:
     unbiased = ref.bn_normalise(x.astype(np.float64), x.astype(np.float64).mean(0), var * 2, 1e-5, None, None, 1)
     with pytest.raises(ToleranceExceeded, match="unbiased variance"):
         assert_close(unbiased, want, tol, what="unbiased variance")
+
+
+# ------------------------------------------------ ci profile: tanhshrink at a tiny input
+
+# tanhshrink(x) = x - tanh(x) at x = -1.03e-7 (the ci profile's "mixed" regime, torch): its
+# derivative tanh^2(x) = 1.06e-14 is computed as u - sech^2(x) u from terms of size 1, so
+# forward and reverse mode differ by ~u64 |u| while the old bound (|f''| (|x| + |x|), f'' = 2x
+# -> 0) allowed 1e-30. The tangent rule's own terms (OpSpec.deriv_scale) bound it.
+TANHSHRINK = ProgramCase(Program(((),), (Op("tanhshrink"),)), [np.array(-1.02878311e-07)], InputRecipe(0, ("mixed",)))
+
+
+@pytest.mark.parametrize("name", ["tensorflow", "torch"])
+def test_tanhshrink_forward_reverse_at_a_tiny_input(name: str, request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue("tf" if name == "tensorflow" else "torch")
+    jvp, vjp = _modes(name, TANHSHRINK)
+    bound = TANHSHRINK.program.derivative_error_bound(TANHSHRINK.inputs)
+    assert 1e-16 < bound < 1e-14  # u64 times the tangent rule's terms (1 + sech^2) and ULPS
+    for seed in range(4):
+        result = check_jvp_vjp_consistency(jvp, vjp, TANHSHRINK.inputs, (), seed=seed, derivative_error=bound)
+        assert result.max_error_ratio <= 1.0
+
+    def wrong_jvp(xs: list[np.ndarray], us: list[np.ndarray]) -> np.ndarray:  # off by 3 * the allowance
+        return np.asarray(jvp(xs, us)) + 3 * bound * max(float(np.max(np.abs(u))) for u in us)
+
+    with pytest.raises(GradientMismatch, match=r"from forward mode \(jvp\).*rounding floor"):
+        check_jvp_vjp_consistency(wrong_jvp, vjp, TANHSHRINK.inputs, (), seed=0, derivative_error=bound)
