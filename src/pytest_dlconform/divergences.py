@@ -286,14 +286,19 @@ def failure_of(test: Mapping[str, Any]) -> Failure:
     """The symptom a report's test recorded: its exception, else its failing checks."""
     evidence = test.get("evidence") or {}
     exc = evidence.get("exception") or {}
+    return Failure(tuple(exc.get("types") or ()), str(exc.get("message") or ""), failing_errors(evidence))
+
+
+def failing_errors(evidence: Mapping[str, Any] | None) -> tuple[float, ...]:
+    """The observed errors of the checks that failed (margin above 1) in a test's evidence."""
     errors = []
-    for check in (evidence.get("checks") or {}).values():
+    for check in ((evidence or {}).get("checks") or {}).values():
         try:
             if float(check.get("margin")) > 1:
                 errors.append(float(check.get("observed")))
-        except (TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError):
             continue
-    return Failure(tuple(exc.get("types") or ()), str(exc.get("message") or ""), tuple(errors))
+    return tuple(errors)
 
 
 # ------------------------------------------------------------------ after the run (controller)

@@ -25,7 +25,7 @@ import traceback
 from typing import Any
 
 from . import results
-from .divergences import Failure
+from .divergences import Failure, failing_errors
 
 # What is never a conformance result, by exception class name (remote errors arrive as names).
 _HARNESS_NAMES = frozenset({
@@ -91,14 +91,7 @@ def failure(exc: BaseException, evidence: dict[str, Any] | None = None) -> Failu
         else:
             types.extend(type_names(e))
             messages.append(str(e))
-    errors = []
-    for check in ((evidence or {}).get("checks") or {}).values():
-        try:
-            if float(check["margin"]) > 1:
-                errors.append(float(check["observed"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return Failure(tuple(dict.fromkeys(types)), "\n".join(messages), tuple(errors))
+    return Failure(tuple(dict.fromkeys(types)), "\n".join(messages), failing_errors(evidence))
 
 
 def exception_evidence(exc: BaseException) -> dict[str, Any]:

@@ -180,9 +180,9 @@ class ReportHook:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         run = _active(self.config)
         if run is None:
-            from .results import PROP_CLAIM
+            from .results import is_claim_report
 
-            if not any(name == PROP_CLAIM for name, _ in getattr(report, "user_properties", ()) or ()):
+            if not is_claim_report(report):
                 return
             try:
                 run = _run(self.config)

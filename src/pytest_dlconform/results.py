@@ -42,6 +42,11 @@ PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO, PROP_EXPECTED 
 __all__ = ["NOT_APPLICABLE_PREFIX", "Collector", "TestResult", "report_document", "matrix_lines", "write_atomic"]
 
 
+def is_claim_report(report: Any) -> bool:
+    """Whether a pytest report is a claim test's (it carries the claim id)."""
+    return any(name == PROP_CLAIM for name, _ in getattr(report, "user_properties", ()) or ())
+
+
 def worst(verdicts: Iterable[str]) -> str:
     items = list(verdicts)
     return max(items, key=_SEVERITY.__getitem__) if items else NOT_APPLICABLE

@@ -43,10 +43,6 @@ def _info(item: pytest.Item) -> Any:
     return item.stash.get(ITEM_KEY, None)
 
 
-def is_claim_report(report: Any) -> bool:
-    return any(name == PROP_CLAIM for name, _ in getattr(report, "user_properties", ()) or ())
-
-
 # ------------------------------------------------------------------ around each phase
 
 
