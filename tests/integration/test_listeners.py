@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ class ListenerWatch:
         self._thread.join()
 
     def of(self, pids: Any) -> list[netns.Listener]:
-        return [item for item in self.seen.values() if set(item.pids) & set(pids)]
+        return [item for item in list(self.seen.values()) if set(item.pids) & set(pids)]  # the sampler adds
 
 
 def assert_loopback_only(watch: ListenerWatch, what: str) -> None:
@@ -221,6 +222,11 @@ def _cluster_listeners(start: Any, expected: int, what: str) -> list[netns.Liste
         try:
             namespaces = set(group.run(where, None).values())
             pids = list(group.pids)
+            # A server can bind after the group answers; keep the group alive until the
+            # sampler has seen each one (or 30 s), so closing it first cannot hide a listener.
+            deadline = time.monotonic() + 30
+            while len({(s.netns, s.port) for s in watch.of(pids)}) < expected and time.monotonic() < deadline:
+                time.sleep(0.1)
         finally:
             group.close()
     servers = watch.of(pids)
