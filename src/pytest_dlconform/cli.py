@@ -50,16 +50,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _divergences(pytest_args: Sequence[str]) -> list[str]:
-    """The packaged known-divergences file, unless the user chose one (flag or env var)."""
-    import os
-    from importlib import resources
-
-    if any(a.startswith("--dl-divergences") for a in pytest_args) or os.environ.get("DLCONFORM_DIVERGENCES"):
-        return []
-    return ["--dl-divergences", str(resources.files("pytest_dlconform") / "known_divergences.toml")]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["run"]:
@@ -89,9 +79,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(pytest_args: Sequence[str]) -> int:
+    import os
+
     import pytest
 
-    return int(pytest.main(["--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider", *_divergences(pytest_args), *pytest_args]))
+    from .settings import PACKAGED_DIVERGENCES_VAR
+
+    # The packaged known divergences become --dl-divergences's default (settings._divergences),
+    # so a flag, the environment variable or an ini key the user set still decides.
+    os.environ[PACKAGED_DIVERGENCES_VAR] = "1"
+    return int(pytest.main(["--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider", *pytest_args]))
 
 
 def _compare(args: argparse.Namespace) -> int:

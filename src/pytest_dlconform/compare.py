@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping
 
 from . import divergences as known
 from . import results
+from .report import Report, as_report
 
 EXIT_OK, EXIT_REGRESSED, EXIT_UNUSABLE = 0, 1, 2
 DEFAULT_DRIFT = 0.25  # margin growth, as a fraction of the tolerance, worth a line
@@ -44,7 +45,7 @@ class UnusableReport(ValueError):
 # ------------------------------------------------------------------ loading
 
 
-def load(path: str, label: str = "report") -> dict[str, Any]:
+def load(path: str, label: str = "report") -> Report:
     """Read and validate one report document; every problem is a one-line UnusableReport."""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -58,7 +59,7 @@ def load(path: str, label: str = "report") -> dict[str, Any]:
     return parse(text, f"{label} {path}")
 
 
-def parse(text: str, name: str) -> dict[str, Any]:
+def parse(text: str, name: str) -> Report:
     if not text.strip():
         raise UnusableReport(f"{name}: empty file (a run that was killed before writing its report?)")
     try:
@@ -79,7 +80,7 @@ def parse(text: str, name: str) -> dict[str, Any]:
             f"{results.SCHEMA_VERSION} (compare reports written by the same pytest-dlconform version)"
         )
     _validate(doc, name)
-    return doc
+    return Report.from_dict(doc)
 
 
 def _ends_early(text: str) -> bool:
@@ -259,15 +260,16 @@ class Comparison:
         return EXIT_REGRESSED if self.regressed or self.held_to_error else EXIT_OK
 
 
-def compare(old: dict[str, Any], new: dict[str, Any], *, threshold: float = DEFAULT_DRIFT,
+def compare(old: Report | Mapping[str, Any], new: Report | Mapping[str, Any], *, threshold: float = DEFAULT_DRIFT,
             divergence_entries: list[known.Divergence] | None = None) -> Comparison:
-    """Compare two validated report documents; raises UnusableReport if they share no claim."""
+    """Compare two validated reports; raises UnusableReport if they share no claim.
+
+    With ``divergence_entries``, the new report is judged by those entries alone (the
+    matches it came with are forgotten first)."""
+    old, new = as_report(old), as_report(new)
     if divergence_entries is not None:
-        for test in _tests(new):
-            test["expected"] = None
-        statuses = known.apply(new, divergence_entries)
-    else:
-        statuses = list(new.get("divergences") or [])
+        new = known.apply(new, divergence_entries, rematch=True)
+    statuses = list(new.divergences)
     scope = scope_of(old, new)
     if not scope.frameworks:
         raise UnusableReport(
@@ -442,7 +444,7 @@ def _counted(value: Any) -> bool:
         return False
     if isinstance(value, (list, tuple)):
         return all(_counted(v) for v in value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return all(_counted(v) for v in value.values())
     return isinstance(value, (int, str, bool)) or value is None
 

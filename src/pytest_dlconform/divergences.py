@@ -32,6 +32,7 @@ fails differently), not selected (none of its tests ran) or for another stack.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fnmatch
 import re
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from . import results
+from .report import Report, TestRecord, as_report
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -321,29 +323,43 @@ class Status:
         }
 
 
-def apply(doc: dict[str, Any], entries: list[Divergence], today: dt.date | None = None) -> list[dict[str, Any]]:
-    """Each entry's status in the run ``doc``; tests were matched where they ran (their
-    ``expected`` field names the entry). Stores the statuses in ``doc["divergences"]`` and
-    refreshes the counts."""
+def apply(report: Report | Mapping[str, Any], entries: list[Divergence], today: dt.date | None = None,
+          *, rematch: bool = False) -> Report:
+    """The report with each entry's status and the divergences it shows.
+
+    Tests were matched where they ran (their ``expected`` field names the entry); a violated
+    test without a match is matched here from what the report recorded, which is how a
+    report from elsewhere is judged (``dlconform compare --known-divergences``; ``rematch``
+    first forgets the matches the report came with, so only ``entries`` decide).
+    A claim is expected when every violated test of it is. A pure function: the statuses
+    land in the new report's ``divergences`` and its counts are recomputed.
+    """
     today = today or dt.date.today()
-    env = doc.get("environment") or {}
-    tests = [t for c in doc["claims"].values() for t in c["tests"]]
-    for test in tests:  # a report from elsewhere (dlconform compare --known-divergences)
-        if test["verdict"] == results.VIOLATED and not test.get("divergence"):
+    report = as_report(report)
+    env = report.environment
+
+    def matched(test: TestRecord) -> TestRecord:
+        if rematch:
+            test = dataclasses.replace(test, expected=None, divergence=None)
+        if test.verdict == results.VIOLATED and not test.divergence:
             hit = match_failure(entries, test, failure_of(test), env, today)
             if hit is not None:
-                test["divergence"], test["expected"] = hit.key, hit.reason
+                test = dataclasses.replace(test, divergence=hit.key, expected=hit.reason)
+        return test
+
+    report = report.map_tests(matched)
+    tests = list(report.tests())
     statuses = [_status(entry, tests, env, today).as_dict() for entry in entries]
-    for claim in doc["claims"].values():
-        violated = [t for t in claim["tests"] if t["verdict"] == results.VIOLATED]
-        claim["expected"] = "; ".join(sorted({str(t["expected"]) for t in violated})) if violated and all(
-            t.get("expected") for t in violated) else None
-    doc["divergences"] = statuses
-    results.refresh_counts(doc)
-    return statuses
+    claims = {}
+    for cid, claim in report.claims.items():
+        violated = [t for t in claim.tests if t.verdict == results.VIOLATED]
+        expected = "; ".join(sorted({str(t.expected) for t in violated})) if violated and all(
+            t.expected for t in violated) else None
+        claims[cid] = dataclasses.replace(claim, expected=expected)
+    return results.with_counts(report.replace(claims=claims, divergences=statuses))
 
 
-def _status(entry: Divergence, tests: list[dict[str, Any]], env: Mapping[str, Any], today: dt.date) -> Status:
+def _status(entry: Divergence, tests: Sequence[Mapping[str, Any]], env: Mapping[str, Any], today: dt.date) -> Status:
     pinned = [t for t in tests if entry.selects(t)]
     if entry.expires < today:
         return Status(entry, EXPIRED, [t["nodeid"] for t in pinned if t["verdict"] == results.VIOLATED])

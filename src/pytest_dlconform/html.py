@@ -14,6 +14,7 @@ from html import escape
 from typing import Any, Mapping
 
 from . import results
+from .report import thaw
 
 # Verdict tokens used as CSS classes and filter values.
 TOKEN = {results.HOLDS: "holds", results.VIOLATED: "violated", results.NOT_APPLICABLE: "not-applicable",
@@ -277,7 +278,7 @@ def _script(test: Mapping[str, Any]) -> str:
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
-    return str(value)
+    return str(thaw(value))  # a frozen report's tuples and mapping views print as the JSON lists and dicts
 
 
 def _evidence(ev: Mapping[str, Any]) -> str:

@@ -23,6 +23,7 @@ page and the JSON report); the session calls it after the known divergences are 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -32,6 +33,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import divergences, results
+from .report import Report, TestRecord, freeze
 
 EXIT_OK, EXIT_MISSING = 0, 2
 SHIPPED, GENERATED, MISSING = "shipped", "generated", "missing"
@@ -96,8 +98,8 @@ def script_for(test: Mapping[str, Any], doc: Mapping[str, Any] | None = None,
     return GENERATED, "", generate(test, claim)
 
 
-def attach(doc: dict[str, Any], entries: Sequence[divergences.Divergence] | None = None) -> None:
-    """Give each violated test of ``doc`` its ``script`` field: ``{"kind": "shipped", "name"}``,
+def attach(report: Report, entries: Sequence[divergences.Divergence] | None = None) -> Report:
+    """The report with each violated test's ``script`` field: ``{"kind": "shipped", "name"}``,
     ``{"kind": "generated", "text"}`` or ``{"kind": "missing", "why"}``. ``entries`` default
     to the packaged known divergences (a test the run's own file did not match may still
     be a shipped finding)."""
@@ -106,17 +108,21 @@ def attach(doc: dict[str, Any], entries: Sequence[divergences.Divergence] | None
             entries = packaged_entries()
         except divergences.DivergenceError:
             entries = []
-    for claim in doc.get("claims", {}).values():
-        for test in claim.get("tests", []):
-            if test.get("verdict") != results.VIOLATED:
-                continue
-            try:
-                kind, name, text = script_for(test, doc, entries)
-                test["script"] = {"kind": kind, "name": name} if kind == SHIPPED else {"kind": kind, "text": text}
-            except Missing as exc:
-                test["script"] = {"kind": MISSING, "why": str(exc)}
-            except Exception as exc:  # noqa: BLE001 - the report is still written, and says why there is no script
-                test["script"] = {"kind": MISSING, "why": f"generating the script failed: {type(exc).__name__}: {exc}"}
+    found = list(entries)
+
+    def with_script(test: TestRecord) -> TestRecord:
+        if test.verdict != results.VIOLATED:
+            return test
+        try:
+            kind, name, text = script_for(test, report, found)
+            script = {"kind": kind, "name": name} if kind == SHIPPED else {"kind": kind, "text": text}
+        except Missing as exc:
+            script = {"kind": MISSING, "why": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - the report is still written, and says why there is no script
+            script = {"kind": MISSING, "why": f"generating the script failed: {type(exc).__name__}: {exc}"}
+        return dataclasses.replace(test, script=freeze(script))
+
+    return report.map_tests(with_script)
 
 
 # ------------------------------------------------------------------ generated programs

@@ -22,24 +22,27 @@ import tempfile
 import textwrap
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
 
 from . import NOT_APPLICABLE_PREFIX
+from .report import SCHEMA, SCHEMA_VERSION, ClaimRecord, Report, TestRecord, freeze
 
 HOLDS, VIOLATED, NOT_APPLICABLE, ERROR = "holds", "violated", "not applicable", "error"
 VERDICTS = (HOLDS, VIOLATED, NOT_APPLICABLE, ERROR)
 _SEVERITY = {HOLDS: 0, NOT_APPLICABLE: 1, VIOLATED: 2, ERROR: 3}
 SYMBOL = {HOLDS: "ok", VIOLATED: "FAIL", NOT_APPLICABLE: "n/a", ERROR: "ERR"}
 EXPECTED_SYMBOL = "exp"  # violated, and listed in the known-divergences file
-SCHEMA = "pytest-dlconform/report"
-SCHEMA_VERSION = 1
 PARAM_KEYS = ("framework", "device", "strategy", "model", "backend")
 
 PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO, PROP_EXPECTED = (
     "dl_claim", "dl_verdict", "dl_params", "dl_evidence", "dl_repro", "dl_expected",
 )
 
-__all__ = ["NOT_APPLICABLE_PREFIX", "Collector", "TestResult", "report_document", "matrix_lines", "write_atomic"]
+__all__ = [
+    "NOT_APPLICABLE_PREFIX", "SCHEMA", "SCHEMA_VERSION", "Collector", "TestResult", "matrix_lines", "report_document",
+    "with_counts", "write_atomic",
+]
 
 
 def is_claim_report(report: Any) -> bool:
@@ -86,13 +89,13 @@ class TestResult:
     def column(self) -> str:
         return column_of(self.params)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "nodeid": self.nodeid, "claim": self.claim, "params": self.params, "column": self.column,
-            "verdict": self.verdict, "reason": self.reason, "evidence": self.evidence,
-            "repro": self.repro, "duration_s": round(self.duration, 4), "expected": self.expected,
-            "divergence": self.divergence, "observed": self.observed,
-        }
+    def record(self) -> TestRecord:
+        return TestRecord(
+            nodeid=self.nodeid, claim=self.claim, params=freeze(self.params), column=self.column,
+            verdict=self.verdict, reason=self.reason, evidence=freeze(self.evidence), repro=self.repro,
+            duration_s=round(self.duration, 4), expected=self.expected, divergence=self.divergence,
+            observed=self.observed,
+        )
 
 
 class Collector:
@@ -202,53 +205,50 @@ _DRAW = re.compile(r"^Draw \d+(?: \([^)]*\))?: ")
 # ------------------------------------------------------------------ the document
 
 
-def report_document(collector: Collector, env: Mapping[str, Any], claims: Mapping[str, Any]) -> dict[str, Any]:
-    """The versioned JSON document of a run (schema :data:`SCHEMA_VERSION`)."""
-    per_claim: dict[str, Any] = {}
-    for claim_id, found in collector.by_claim().items():
-        tests = [r.as_dict() for r in sorted(found, key=lambda r: r.nodeid)]
-        per_claim[claim_id] = claim_entry(tests, claims.get(claim_id))
-    doc = {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "duration_s": round(time.time() - collector.started, 3),
-        "environment": dict(env),
-        "claims": per_claim,
-        "divergences": [],
+def report_document(collector: Collector, env: Mapping[str, Any], claims: Mapping[str, Any]) -> Report:
+    """The report of a run (schema :data:`SCHEMA_VERSION`), frozen: later steps derive new ones."""
+    per_claim = {
+        claim_id: claim_entry([r.record() for r in sorted(found, key=lambda r: r.nodeid)], claims.get(claim_id))
+        for claim_id, found in collector.by_claim().items()
     }
-    refresh_counts(doc)
-    return doc
+    report = Report(
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        duration_s=round(time.time() - collector.started, 3),
+        environment=freeze(env),
+        claims=MappingProxyType(per_claim),
+    )
+    return with_counts(report)
 
 
-def claim_entry(tests: list[dict[str, Any]], claim: Any) -> dict[str, Any]:
+def claim_entry(tests: Sequence[TestRecord], claim: Any, expected: str | None = None) -> ClaimRecord:
     columns: dict[str, str] = {}
-    for col in sorted({t["column"] for t in tests}):
-        columns[col] = overall(t["verdict"] for t in tests if t["column"] == col)
-    return {
-        "verdict": overall(t["verdict"] for t in tests),
-        "claim": claim,
-        "columns": columns,
-        "duration_s": round(sum(t.get("duration_s", 0.0) for t in tests), 4),
-        "worst_margin": worst_margin(tests),
-        "expected": None,
-        "tests": tests,
-    }
+    for col in sorted({t.column for t in tests}):
+        columns[col] = overall(t.verdict for t in tests if t.column == col)
+    return ClaimRecord(
+        verdict=overall(t.verdict for t in tests),
+        claim=freeze(claim),
+        columns=MappingProxyType(columns),
+        duration_s=round(sum(t.duration_s for t in tests), 4),
+        worst_margin=worst_margin(tests),
+        expected=expected,
+        tests=tuple(tests),
+    )
 
 
-def refresh_counts(doc: dict[str, Any]) -> None:
-    """Recompute the per-verdict counts of tests and claims (after divergences were applied)."""
+def with_counts(report: Report) -> Report:
+    """The report with its per-verdict counts of tests and claims recomputed (after
+    divergences were applied) and its list of matrix columns."""
     tests = dict.fromkeys(VERDICTS, 0)
     claims = dict.fromkeys(VERDICTS, 0)
     expected = {"tests": 0, "claims": 0}
-    for entry in doc["claims"].values():
-        claims[entry["verdict"]] += 1
-        expected["claims"] += bool(entry.get("expected"))
-        for test in entry["tests"]:
-            tests[test["verdict"]] += 1
-            expected["tests"] += bool(test.get("expected"))
-    doc["counts"] = {"tests": tests, "claims": claims, "expected": expected}
-    doc["columns"] = sorted({col for e in doc["claims"].values() for col in e["columns"]})
+    for entry in report.claims.values():
+        claims[entry.verdict] += 1
+        expected["claims"] += bool(entry.expected)
+        for test in entry.tests:
+            tests[test.verdict] += 1
+            expected["tests"] += bool(test.expected)
+    columns = sorted({col for e in report.claims.values() for col in e.columns})
+    return report.replace(counts={"tests": tests, "claims": claims, "expected": expected}, columns=tuple(columns))
 
 
 def margins_of(test: Mapping[str, Any]) -> dict[str, float]:

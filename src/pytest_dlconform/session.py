@@ -7,7 +7,6 @@ so that it can be read (and tested) without the hook plumbing.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import shlex
@@ -22,6 +21,7 @@ from . import claims as registry
 from . import determinism, devices, evidence, profiles, results
 from . import settings as opts
 from .frameworks import HarnessError, adapter, state_diff
+from .report import Report
 
 ITEM_KEY = pytest.StashKey["ItemInfo"]()
 EVIDENCE_KEY = pytest.StashKey[evidence.Recorder]()
@@ -74,7 +74,7 @@ class Run:
             from . import usermodels
 
             usermodels.validate(run.settings)  # --dl-model factories: a usage error before any test runs
-        run.divergences = _load_divergences(config)
+        run.divergences = _load_divergences(run.settings)
         return run
 
     divergences: list[Any] = []  # known divergences, matched where each test runs
@@ -435,6 +435,7 @@ class Run:
             "strategies": list(s.strategies), "replicas": s.replicas, "claims": list(s.claims),
             "profile": s.profile, "seed": s.seed, "hypothesis_profile": self.config.getoption("hypothesis_profile", None),
             "allow_listen_all": s.allow_listen_all,  # --dl-allow-listen-all: TensorFlow cluster servers on all interfaces
+            "divergences": s.divergences,  # the known-divergences file the verdicts were judged with
         }
         return results.environment(settings_dict, versions, self.inventory_text)
 
@@ -448,14 +449,13 @@ class Run:
         if not self.is_controller:
             return
         outcome = _outcome(self)
-        outcome.doc["interrupted"] = _interrupted(session)
         status = _exit_status(session, outcome)
         if status is not None:
             session.exitstatus = status
-        outcome.doc["exit_status"] = int(session.exitstatus)
+        outcome.doc = outcome.doc.replace(interrupted=_interrupted(session), exit_status=int(session.exitstatus))
         s = self.settings
         if s.report:
-            results.write_atomic(s.report, json.dumps(outcome.doc, indent=2, sort_keys=True))
+            results.write_atomic(s.report, outcome.doc.to_json())
             outcome.messages.append(f"JSON report written to {s.report}")
         if s.html:
             from . import html
@@ -468,14 +468,13 @@ def _validate_input_files(config: pytest.Config, settings: opts.Settings) -> Non
     """A baseline or known-divergences file that cannot be used stops the run before it starts."""
     from . import compare, divergences
 
-    found = _divergences_path(config)
     try:
-        if found is not None:
-            divergences.load(found[0])
+        if settings.divergences:
+            divergences.load(settings.divergences)
         if settings.baseline:
             compare.load(settings.baseline, "baseline")
     except divergences.DivergenceError as exc:
-        raise pytest.UsageError(f"{opts.flag(DIVERGENCES)} (from {found[1] if found else '?'}): {exc}") from None
+        raise pytest.UsageError(f"{opts.flag(opts.DIVERGENCES)} (from {settings.describe(opts.DIVERGENCES)}): {exc}") from None
     except compare.UnusableReport as exc:
         raise pytest.UsageError(f"{opts.flag(opts.BASELINE)} (from {settings.describe(opts.BASELINE)}): {exc}") from None
 
@@ -488,14 +487,13 @@ def _quiet_framework_logs(config: pytest.Config) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _load_divergences(config: pytest.Config) -> list[Any]:
+def _load_divergences(settings: opts.Settings) -> list[Any]:
     from . import divergences
 
-    found = _divergences_path(config)
-    if found is None:
+    if not settings.divergences:
         return []
     try:
-        return divergences.load(found[0])
+        return divergences.load(settings.divergences)
     except divergences.DivergenceError:
         return []  # the controller reports it (a usage error before any test runs)
 
@@ -523,12 +521,10 @@ def _dist_version(name: str) -> str:
 # What Run.summarize/finish share: the report document of the run, with known divergences
 # applied and the baseline compared, computed once per run.
 
-DIVERGENCES = "divergences"  # --dl-divergences / DLCONFORM_DIVERGENCES / dl_divergences
-
 
 @dataclass
 class _Outcome:
-    doc: dict[str, Any]
+    doc: Report  # replaced, never edited: each step derives the next report
     messages: list[str] = field(default_factory=list)
     regressed: list[str] = field(default_factory=list)
     unusable: bool = False  # a --dl-baseline or known-divergences file that cannot be used
@@ -542,37 +538,26 @@ def _outcome(run: Run) -> _Outcome:
     outcome = _Outcome(results.report_document(run.collector, run.environment(), claims))
     _apply_divergences(run, outcome)
     from . import repro  # each violated test's standalone script (issue 14)
-    repro.attach(outcome.doc)
+    outcome.doc = repro.attach(outcome.doc)
     _compare_baseline(run, outcome)
     run._dl_outcome = outcome  # type: ignore[attr-defined]  # computed once: finish, then summarize
     return outcome
 
 
-def _divergences_path(config: pytest.Config) -> tuple[str, str] | None:
-    """The known-divergences file and where the path came from, by the usual precedence."""
-    try:
-        cli = config.getoption(f"dl_{DIVERGENCES}", None)
-        ini = config.getini(opts.ini_key(DIVERGENCES))
-    except ValueError:  # the option is not registered (older settings.HELP)
-        cli, ini = None, None
-    return opts.make_lookup({DIVERGENCES: cli}, os.environ, {DIVERGENCES: ini})(DIVERGENCES)
-
-
 def _apply_divergences(run: Run, outcome: _Outcome) -> None:
     from . import divergences
 
-    found = _divergences_path(run.config)
-    if found is None:
+    path = run.settings.divergences
+    if not path:
         return
-    path, source = found
     try:
         entries = divergences.load(path)
     except divergences.DivergenceError as exc:
-        outcome.messages.append(f"{opts.flag(DIVERGENCES)} (from {source}): {exc}")
+        outcome.messages.append(f"{opts.flag(opts.DIVERGENCES)} (from {run.settings.describe(opts.DIVERGENCES)}): {exc}")
         outcome.unusable = True
         return
-    statuses = divergences.apply(outcome.doc, entries)
-    outcome.messages += divergences.status_lines(statuses)
+    outcome.doc = divergences.apply(outcome.doc, entries)
+    outcome.messages += divergences.status_lines(list(outcome.doc.divergences))
 
 
 def _compare_baseline(run: Run, outcome: _Outcome) -> None:
@@ -589,7 +574,7 @@ def _compare_baseline(run: Run, outcome: _Outcome) -> None:
         return
     text = compare.to_text(comparison)
     outcome.regressed = compare.names([*comparison.regressed, *comparison.held_to_error])
-    outcome.doc["baseline"] = {"path": path, "regressed": outcome.regressed, "text": text}
+    outcome.doc = outcome.doc.replace(baseline={"path": path, "regressed": outcome.regressed, "text": text})
     outcome.messages += text.rstrip("\n").splitlines()
 
 
@@ -603,7 +588,7 @@ def _exit_status(session: pytest.Session, outcome: _Outcome) -> int | None:
     return None
 
 
-def _reason_lines(doc: dict[str, Any]) -> list[str]:
+def _reason_lines(doc: Report) -> list[str]:
     """Why tests were not applicable, and harness errors kept apart from conformance results."""
     lines = []
     for verdict, label in ((results.NOT_APPLICABLE, "n/a"), (results.ERROR, "harness error, not a conformance result")):

@@ -26,6 +26,11 @@ BASELINE = "baseline"
 TIMEOUT = "timeout"
 ALLOW_LISTEN_ALL = "allow-listen-all"
 MODEL = "model"
+DIVERGENCES = "divergences"
+# Set by `dlconform run` for the pytest it starts: there, the packaged known-divergences file
+# is the built-in default of --dl-divergences (a flag, DLCONFORM_DIVERGENCES or a dl_divergences
+# ini key still wins, in the usual order). A plain `pytest` run has no default file.
+PACKAGED_DIVERGENCES_VAR = "DLCONFORM_PACKAGED_DIVERGENCES"
 
 DEVICE_CHOICES = ("cpu", "gpu", "multi-gpu", "all", "auto")
 FRAMEWORK_CHOICES = ("tensorflow", "torch")
@@ -71,7 +76,7 @@ HELP = {
     REPORT: "write a versioned JSON report of claims, verdicts and evidence to this path.",
     HTML: "write a self-contained HTML conformance matrix to this path.",
     BASELINE: "compare this run with an earlier JSON report and fail on any regressed claim.",
-    "divergences": "known-divergences TOML file ([[divergence]] claim, tests (node-id globs), the symptom (exception and "
+    DIVERGENCES: "known-divergences TOML file ([[divergence]] claim, tests (node-id globs), the symptom (exception and "
     "message pattern, and/or max_error), versions, reason, expires): a violation that shows exactly that symptom is an "
     "xfail; expired, unmatched and not-selected entries are reported.",
     TIMEOUT: "deadline in seconds for each multi-process group or cluster. Default: 120.",
@@ -104,6 +109,7 @@ class Settings:
     timeout: float = 120.0
     allow_listen_all: bool = False  # TensorFlow cluster servers on this host's network (see netns.py)
     models: tuple[str, ...] = ()  # --dl-model references 'module:factory', in order, without duplicates
+    divergences: str | None = None  # the known-divergences TOML file (absolute), or None
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def claim_selected(self, claim_id: str) -> bool:
@@ -254,13 +260,26 @@ def _output_path(name: str, raw: Raw | None) -> str | None:
     return path
 
 
-def _input_path(name: str, raw: Raw | None) -> str | None:
+def _input_path(name: str, raw: Raw | None, fix: str = "pass the path of an earlier --dl-report JSON file") -> str | None:
     if raw is None:
         return None
     path = os.path.abspath(raw[0])
     if not os.path.isfile(path):
-        raise _bad(name, raw, "no such file", "pass the path of an earlier --dl-report JSON file")
+        raise _bad(name, raw, "no such file", fix)
     return path
+
+
+def packaged_divergences() -> str:
+    """The known-divergences file shipped with the package (the shipped suites' findings)."""
+    from importlib import resources
+
+    return str(resources.files("pytest_dlconform") / "known_divergences.toml")
+
+
+def _divergences(raw: Raw | None) -> str | None:
+    if raw is None:
+        return packaged_divergences() if os.environ.get(PACKAGED_DIVERGENCES_VAR) == "1" else None
+    return _input_path(DIVERGENCES, raw, "pass the path of a known-divergences TOML file (see docs/findings.md)")
 
 
 def _models(raw: Raw | None) -> tuple[str, ...]:
@@ -308,5 +327,6 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         timeout=float(get(TIMEOUT, lambda r: _positive_float(TIMEOUT, r), 120.0)),  # type: ignore[arg-type]
         allow_listen_all=bool(get(ALLOW_LISTEN_ALL, lambda r: _boolean(ALLOW_LISTEN_ALL, r), False)),
         models=_models(raws[MODEL]),
+        divergences=_divergences(raws[DIVERGENCES]),
         sources=sources,
     )

@@ -37,7 +37,7 @@ def doc(rows: list[Row], env: dict[str, Any] | None = None, evidences: dict[str,
             nodeid, claim, dict(params), verdict=verdict, evidence=(evidences or {}).get(nodeid, {}),
             reason=(reasons or {}).get(nodeid, ""),
         )
-    return json.loads(json.dumps(results.report_document(collector, env or ENV, {})))
+    return json.loads(results.report_document(collector, env or ENV, {}).to_json())
 
 
 def save(tmp_path: Path, name: str, document: dict[str, Any]) -> str:

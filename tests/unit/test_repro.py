@@ -8,6 +8,7 @@ tests/integration/test_findings_scripts.py.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 from pytest_dlconform import cli, repro
+from pytest_dlconform.report import Report
 
 FINDINGS = resources.files("pytest_dlconform") / "findings"
 
@@ -121,7 +123,7 @@ def _violated(nodeid: str, claim: str, framework: str, repro_text: str, **extra)
 def _doc(*tests: dict, divergences: list | None = None) -> dict:
     claims: dict = {}
     for t in tests:
-        claims.setdefault(t["claim"], {"claim": {"statement": "S", "source": "D"}, "tests": []})["tests"].append(t)
+        claims.setdefault(t["claim"], {"verdict": "violated", "claim": {"statement": "S", "source": "D"}, "tests": []})["tests"].append(t)
     return {"claims": claims, "divergences": divergences or []}
 
 
@@ -169,11 +171,12 @@ def test_attach_gives_every_violated_test_a_script_field():
     shipped = _violated(HARDSIGMOID, "autodiff.gradient.float64-backward", "torch", "pytest ...", divergence="k")
     bare = _violated("suites/x/test_y.py::test_z[cpu]", "x.y", "tf", "pytest ...")
     held = dict(bare, nodeid="suites/x/test_y.py::test_ok[cpu]", verdict="holds")
-    doc = _doc(shipped, bare, held, divergences=[{"key": "k", "script": "hardsigmoid_float64_backward.py"}])
-    repro.attach(doc, [])
-    assert shipped["script"] == {"kind": "shipped", "name": "hardsigmoid_float64_backward.py"}
-    assert bare["script"]["kind"] == "missing" and "write one" in bare["script"]["why"]
-    assert "script" not in held
+    doc = Report.from_dict(_doc(shipped, bare, held, divergences=[{"key": "k", "script": "hardsigmoid_float64_backward.py"}]))
+    after = {t.nodeid: t for t in repro.attach(doc, []).tests()}
+    assert after[shipped["nodeid"]]["script"] == {"kind": "shipped", "name": "hardsigmoid_float64_backward.py"}
+    assert after[bare["nodeid"]]["script"]["kind"] == "missing" and "write one" in after[bare["nodeid"]]["script"]["why"]
+    assert "script" not in after[held["nodeid"]]
+    assert all("script" not in t for t in doc.tests())  # attach derives a new report
 
 
 def _cli(args: list[str], capsys) -> tuple[int, str, str]:
@@ -205,7 +208,7 @@ def test_cli_generates_from_a_report_and_the_script_runs(tmp_path, capsys):
                                                          verdict="violated", repro=test["repro"])
     doc = results.report_document(collector, {}, {})
     report = tmp_path / "r.json"
-    report.write_text(json.dumps(doc))
+    report.write_text(doc.to_json())
     code, _, err = _cli([test["nodeid"], "--report", str(report), "--out", str(tmp_path / "s.py")], capsys)
     assert code == 0, err
     proc = subprocess.run([sys.executable, str(tmp_path / "s.py")], capture_output=True, text=True, timeout=300)
@@ -221,11 +224,11 @@ def test_the_html_page_shows_the_script_or_why_there_is_none():
         collector.tests[nodeid] = results.TestResult(nodeid, claim, {"framework": "torch", "device": "cpu"},
                                                      verdict="violated", repro="pytest ...")
     doc = results.report_document(collector, {}, {})
-    doc["divergences"] = [{"key": "k", "script": "hardsigmoid_float64_backward.py", "claim": "autodiff.gradient.float64-backward",
-                           "where": "entry 1", "status": "applied", "tests": [HARDSIGMOID], "reason": "float32(1/6)"}]
-    doc["claims"]["autodiff.gradient.float64-backward"]["tests"][0]["divergence"] = "k"
-    repro.attach(doc, [])
-    page = html.render(doc)
+    doc = doc.replace(divergences=[{"key": "k", "script": "hardsigmoid_float64_backward.py",
+                                    "claim": "autodiff.gradient.float64-backward", "where": "entry 1", "status": "applied",
+                                    "tests": [HARDSIGMOID], "reason": "float32(1/6)"}])
+    doc = doc.map_tests(lambda t: dataclasses.replace(t, divergence="k") if t.nodeid == HARDSIGMOID else t)
+    page = html.render(repro.attach(doc, []))
     assert "python -m pytest_dlconform.findings.hardsigmoid_float64_backward" in page
     assert "float32(1/6)" in page  # the script itself, in the collapsed block
     assert '<p class="script-missing">no standalone reproduction: no standalone script for suites/x/test_y.py' in page

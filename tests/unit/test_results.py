@@ -129,7 +129,7 @@ def test_document_has_schema_versions_counts_columns_and_worst_margin() -> None:
     collector.add(report("a::1", "call", results.HOLDS, evidence=ev(0.1)))
     collector.add(report("a::2", "call", results.HOLDS, evidence=ev(0.4), params=TORCH))
     collector.add(report("b::1", "call", results.VIOLATED, claim="autodiff.tape.nested", longrepr="AssertionError: no"))
-    doc = results.report_document(collector, {"python": "3.11"}, {"autodiff.tape.watch": {"id": "autodiff.tape.watch"}})
+    doc = results.report_document(collector, {"python": "3.11"}, {"autodiff.tape.watch": {"id": "autodiff.tape.watch"}}).to_dict()
     assert (doc["schema"], doc["schema_version"]) == (results.SCHEMA, results.SCHEMA_VERSION)
     assert doc["columns"] == ["tf/cpu", "torch/cpu"]
     watch = doc["claims"]["autodiff.tape.watch"]

@@ -87,3 +87,18 @@ def test_strategies_and_claims_parse_lists():
     assert s.strategies_for("tensorflow") == ("mirrored",) and s.strategies_for("torch") == ("ddp",)
     assert s.claim_selected("autodiff.tape.watch") and s.claim_selected("execution.function.speed")
     assert not s.claim_selected("execution.eager.concrete-values")
+
+
+def test_divergences_is_a_setting_with_the_usual_precedence_and_a_packaged_default_for_dlconform_run(tmp_path, monkeypatch):
+    mine, theirs = tmp_path / "mine.toml", tmp_path / "theirs.toml"
+    mine.write_text(""), theirs.write_text("")
+    monkeypatch.delenv(opts.PACKAGED_DIVERGENCES_VAR, raising=False)
+    assert build().divergences is None  # plain pytest: no file unless asked
+    monkeypatch.setenv(opts.PACKAGED_DIVERGENCES_VAR, "1")  # what `dlconform run` sets
+    s = build()
+    assert s.divergences == opts.packaged_divergences() and s.describe(opts.DIVERGENCES) == "default"
+    s = build(ini={"divergences": str(mine)})  # the ini key is honoured by dlconform run too
+    assert s.divergences == str(mine) and "ini" in s.describe(opts.DIVERGENCES)
+    assert build(cli={"divergences": str(theirs)}, ini={"divergences": str(mine)}).divergences == str(theirs)
+    with pytest.raises(opts.SettingsError, match=r"^--dl-divergences='.*nope.toml' \(from .*\): no such file; pass the path of a known-divergences TOML"):
+        build(env={"DLCONFORM_DIVERGENCES": str(tmp_path / "nope.toml")})
