@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 CPU, GPU, MULTI_GPU = "cpu", "gpu", "multi-gpu"
 WORKER_GPUS_KEY = "dlconform_visible_gpus"
@@ -92,6 +93,31 @@ def nvidia_gpus(env: dict[str, str]) -> tuple[list[PhysicalGpu], str]:
     gpus = [PhysicalGpu(g.index, g.uuid, g.bus_id, g.name, g.compute_capability, tuple(migs.get(g.uuid, ())))
             for g in parse_query(out)]
     return sorted(gpus, key=lambda g: g.bus_id.lower()), "nvidia-smi"
+
+
+def gpu_details(inventory: Inventory, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """For the report: the GPUs of ``inventory`` (the visible ones, in CUDA order) with their
+    memory, and the driver and the driver's CUDA version; empty without nvidia-smi."""
+    env = dict(os.environ) if env is None else env
+    details: dict[str, Any] = {"gpus": [], "driver": None, "cuda": None}
+    exe = shutil.which("nvidia-smi", path=env.get("PATH", os.defpath))
+    if exe is None or not inventory.gpus:
+        return details
+    try:
+        rows = _run(exe, "--query-gpu=uuid,memory.total,driver_version", "--format=csv,noheader")
+        banner = _run(exe)
+    except (OSError, subprocess.SubprocessError):
+        return details
+    memory = {}
+    for row in rows.splitlines():
+        parts = [p.strip() for p in row.split(",")]
+        if len(parts) == 3:
+            memory[parts[0]] = parts[1]
+            details["driver"] = parts[2]
+    details["gpus"] = [{"name": name, "memory": memory.get(uid, "")} for name, uid in zip(inventory.gpus, inventory.gpu_ids)]
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", banner)
+    details["cuda"] = cuda.group(1) if cuda else None
+    return details
 
 
 def _run(exe: str, *args: str) -> str:

@@ -15,8 +15,6 @@ import json
 import os
 import platform
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -381,8 +379,11 @@ def count_line(what: str, counts: Mapping[str, int], expected: int) -> str:
 # ------------------------------------------------------------------ environment
 
 
-def environment(settings_dict: Mapping[str, Any], versions: Mapping[str, str], devices: str) -> dict[str, Any]:
-    gpu = gpu_environment()
+def environment(settings_dict: Mapping[str, Any], versions: Mapping[str, str], devices: str,
+                gpu: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The stack of a run. ``gpu`` is :func:`pytest_dlconform.devices.gpu_details` of the GPUs
+    this run found (the ones CUDA_VISIBLE_DEVICES leaves), so the report and the header agree."""
+    gpu = gpu or {"gpus": [], "driver": None, "cuda": None}
     return {
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
@@ -411,30 +412,6 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def gpu_environment() -> dict[str, Any]:
-    """GPU models, driver and the driver's CUDA version from nvidia-smi; empty without one."""
-    exe = shutil.which("nvidia-smi")
-    empty: dict[str, Any] = {"gpus": [], "driver": None, "cuda": None}
-    if exe is None:
-        return empty
-    try:
-        rows = subprocess.run(
-            [exe, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout
-        banner = subprocess.run([exe], capture_output=True, text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return empty
-    gpus, driver = [], None
-    for row in rows.splitlines():
-        parts = [p.strip() for p in row.split(",")]
-        if len(parts) == 3:
-            gpus.append({"name": parts[0], "memory": parts[1]})
-            driver = parts[2]
-    cuda = re.search(r"CUDA Version:\s*([\d.]+)", banner)
-    return {"gpus": gpus, "driver": driver, "cuda": cuda.group(1) if cuda else None}
 
 
 def environment_line(env: Mapping[str, Any]) -> str:

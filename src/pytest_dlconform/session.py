@@ -437,7 +437,9 @@ class Run:
             "allow_listen_all": s.allow_listen_all,  # --dl-allow-listen-all: TensorFlow cluster servers on all interfaces
             "divergences": s.divergences,  # the known-divergences file the verdicts were judged with
         }
-        return results.environment(settings_dict, versions, self.inventory_text)
+        inventory = getattr(self, "_inventory", None)  # the controller's discovery (workers: their share)
+        gpu = devices.gpu_details(inventory if inventory is not None else devices.discover())
+        return results.environment(settings_dict, versions, self.inventory_text, gpu)
 
     def finish(self, session: pytest.Session) -> None:
         """Controller only: apply known divergences, compare with the baseline, write files.

@@ -50,6 +50,9 @@ def fake_smi(tmp_path: Path, gpus, migs: dict[str, list[str]] | None = None, *, 
     script.write_text(
         "#!/bin/sh\n" + (reject if old_driver else "")
         + f'if [ "$1" = "-L" ]; then cat <<"X"\n' + "\n".join(listing) + '\nX\nexit 0; fi\n'
+        + 'if [ "$#" = 0 ]; then echo "| NVIDIA-SMI 570.86    Driver Version: 570.86    CUDA Version: 12.8 |"; exit 0; fi\n'
+        + 'case "$1" in --query-gpu=uuid,memory.total,driver_version) cat <<"X"\n'
+        + "\n".join(f"{g[1]}, {80 + i} GiB, 570.86" for i, g in enumerate(gpus)) + '\nX\nexit 0;; esac\n'
         + 'case "$1" in --query-gpu=index,uuid,pci.bus_id,name*) ;; *) echo "unexpected $*" >&2; exit 9;; esac\n'
         + f'cat <<"X"\n{query}\nX\n'
     )
@@ -185,3 +188,11 @@ def test_bf16_needs_compute_capability_8(cap, supported):
     assert (reason is None) == supported
     if not supported:
         assert cap in reason
+
+
+def test_the_report_names_the_gpus_the_run_uses_not_every_gpu_of_the_machine(tmp_path):
+    env = fake_smi(tmp_path, H200)
+    inv = devices.discover({**env, "CUDA_VISIBLE_DEVICES": H200[1][1]})
+    details = devices.gpu_details(inv, env)
+    assert details == {"gpus": [{"name": "NVIDIA H200", "memory": "81 GiB"}], "driver": "570.86", "cuda": "12.8"}
+    assert devices.gpu_details(devices.discover({"PATH": str(tmp_path)}), {"PATH": str(tmp_path)})["gpus"] == []
