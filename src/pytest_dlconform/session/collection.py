@@ -1,0 +1,160 @@
+"""Which tests a run has: parametrization by framework, strategy and device, selection by
+claim and framework, and what each selected test carries (its claim, parameters, and why
+it cannot run where that is known before it starts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from .. import claims as registry
+from .. import devices
+from .. import settings as opts
+
+ITEM_KEY = pytest.StashKey["ItemInfo"]()
+DESELECTED = "__dlconform_deselected__"
+SHORT = {"tensorflow": "tf", "torch": "torch"}
+FIXTURE_FRAMEWORK = {"tf": "tensorflow", "torch": "torch"}
+
+
+@dataclass
+class ItemInfo:
+    claim: str
+    params: dict[str, str]
+    problem: str | None = None  # set for a test that cannot run correctly: reported as error
+    not_applicable: str | None = None
+
+
+
+class Collection:
+    """Run's collection part (a mixin of :class:`pytest_dlconform.session.Run`)."""
+
+    settings: opts.Settings
+    installed: tuple[str, ...]
+    kinds: tuple[str, ...]
+    inventory_text: str
+    _visible_gpus: tuple[str, ...]
+
+    def _frameworks_for(self, claim_id: str | None) -> list[str]:
+        claim = registry.get(claim_id) if claim_id else None
+        candidates = claim.frameworks if claim else opts.FRAMEWORK_CHOICES
+        installed = self.installed
+        # Installed but not asked for: leave out. Not installed: keep, reported "not applicable".
+        return [fw for fw in candidates if fw in self.settings.frameworks or fw not in installed]
+
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        names = metafunc.fixturenames
+        marker = metafunc.definition.get_closest_marker("claim")
+        claim_id = marker.args[0] if marker and marker.args else None
+        frameworks = self._frameworks_for(claim_id)
+        if "dl_model" in names:  # the model.* suites: registered models (with their strategies)
+            from .. import usermodels
+
+            usermodels.parametrize(metafunc, self)
+        elif "dl_strategy" in names:
+            fixed = [FIXTURE_FRAMEWORK[n] for n in ("tf", "torch") if n in names]
+            fws = fixed or frameworks
+            pairs = [(fw, s) for fw in fws for s in self.settings.strategies_for(fw)]
+            values = pairs or [DESELECTED]
+            ids = [f"{SHORT[fw]}-{s}" for fw, s in pairs] or ["deselected"]
+            if "dl_framework" in names:
+                argvalues = [(p[0], p) for p in pairs] or [(DESELECTED, DESELECTED)]
+                metafunc.parametrize(["dl_framework", "dl_strategy"], argvalues, ids=ids, indirect=True, scope="session")
+            else:
+                metafunc.parametrize("dl_strategy", values, ids=ids, indirect=True, scope="session")
+        elif "dl_framework" in names:
+            metafunc.parametrize(
+                "dl_framework", frameworks or [DESELECTED], ids=[SHORT[f] for f in frameworks] or ["deselected"],
+                indirect=True, scope="session",
+            )
+        if "dl_device" in names:
+            metafunc.parametrize("dl_device", list(self.kinds), indirect=True, scope="session")
+
+    def select(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        explicit_claims = opts.CLAIMS in self.settings.sources
+        for item in items:
+            marker = item.get_closest_marker("claim")
+            claim_id = str(marker.args[0]) if marker and marker.args else None
+            params = self._params(item)
+            if DESELECTED in params.values() or self._unselected_framework(item):
+                dropped.append(item)
+                continue
+            if claim_id is None:
+                (dropped if explicit_claims else keep).append(item)
+                continue
+            if not self.settings.claim_selected(claim_id):
+                dropped.append(item)
+                continue
+            item.stash[ITEM_KEY] = self._item_info(item, claim_id, params)
+            keep.append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+    def _params(self, item: pytest.Item) -> dict[str, str]:
+        callspec = getattr(item, "callspec", None)
+        raw = dict(callspec.params) if callspec else {}
+        params: dict[str, str] = {}
+        fw = raw.get("dl_framework") or next((FIXTURE_FRAMEWORK[n] for n in ("tf", "torch") if n in item.fixturenames), None)
+        strategy = raw.get("dl_strategy")
+        if strategy == DESELECTED or fw == DESELECTED:
+            return {"framework": DESELECTED}
+        if isinstance(strategy, tuple):
+            fw, strategy = strategy
+        model = raw.get("dl_model")
+        if model == DESELECTED:
+            return {"framework": DESELECTED}
+        if isinstance(model, tuple):  # (framework, 'module:factory'): usermodels.parametrize
+            fw = fw or model[0] or None
+        if "tf" in item.fixturenames and "torch" in item.fixturenames:
+            fw = "tf+torch"
+        if fw:
+            params["framework"] = SHORT.get(fw, fw)
+        if "dl_device" in raw:
+            params["device"] = str(raw["dl_device"])
+        if strategy:
+            params["strategy"] = str(strategy)
+        if isinstance(model, tuple):
+            params["model"] = str(model[1])
+        if "keras_backend" in raw:  # interop.keras-backends: one verdict per Keras backend
+            params["backend"] = str(raw["keras_backend"])
+        return params
+
+    def _unselected_framework(self, item: pytest.Item) -> bool:
+        installed = self.installed
+        for name, fw in FIXTURE_FRAMEWORK.items():
+            if name in item.fixturenames and fw in installed and fw not in self.settings.frameworks:
+                return True
+        return False
+
+    def _item_info(self, item: pytest.Item, claim_id: str, params: dict[str, str]) -> ItemInfo:
+        info = ItemInfo(claim_id, params)
+        if registry.get(claim_id) is None:
+            info.problem = (
+                f"unknown claim id {claim_id!r}: register it in pytest_dlconform/claims/"
+                f"{claim_id.split('.')[0]}.toml or fix the @pytest.mark.claim(...) id"
+            )
+        need = item.get_closest_marker("min_devices")
+        if need and params.get("device"):
+            have = self.device_count(params["device"])
+            if have < int(need.args[0]):
+                info.not_applicable = (
+                    f"needs {need.args[0]} {params['device']} devices, this run has {have} "
+                    f"({self.inventory_text}; --dl-replicas={self.settings.replicas})"
+                )
+        return info
+
+    def device_count(self, kind: str) -> int:
+        """Devices of ``kind`` a test of this process can use: logical CPU devices on cpu,
+        the logical GPUs of the one GPU on gpu (devices.logical_gpus), the GPUs on multi-gpu.
+        From what the controller found or gave this worker, never from the environment
+        (without xdist nobody sets CUDA_VISIBLE_DEVICES)."""
+        if kind == "cpu":
+            return self.settings.replicas
+        gpus = len(self._visible_gpus)
+        if kind == "gpu":
+            return devices.logical_gpus(self.kinds, self.settings.replicas) if gpus else 0
+        return gpus

@@ -1,0 +1,114 @@
+"""Around each claim test: seeds derived from the run seed and the node id, the test's
+device as the default one, its evidence recorder, and a check that it left global
+framework state (and Python's and numpy's random state) as it found it."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shlex
+import sys
+import zlib
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pytest
+
+from .. import evidence, results
+from .. import settings as opts
+from ..frameworks import HarnessError, adapter, state_diff
+from .collection import ITEM_KEY
+
+EVIDENCE_KEY = pytest.StashKey[evidence.Recorder]()
+VERDICT_KEY = pytest.StashKey[str]()
+
+
+class Guard:
+    """Run's per-test part (a mixin of :class:`pytest_dlconform.session.Run`)."""
+
+    settings: opts.Settings
+    kinds: tuple[str, ...]
+
+    if TYPE_CHECKING:
+        def _params(self, item: pytest.Item) -> dict[str, str]: ...  # Collection's
+
+    def test_seed(self, node: pytest.Item) -> int:
+        return zlib.crc32(f"{self.settings.seed}:{node.nodeid}".encode()) & 0x7FFFFFFF
+
+    @contextlib.contextmanager
+    def guard(self, node: pytest.Item) -> Iterator[None]:
+        info = node.stash.get(ITEM_KEY, None)
+        if info is None:
+            yield
+            return
+        if info.problem:
+            raise HarnessError(info.problem)
+        if info.not_applicable:
+            pytest.skip(results.NOT_APPLICABLE_PREFIX + info.not_applicable)
+        loaded = [fw for fw in opts.FRAMEWORK_CHOICES if fw in sys.modules]
+        before = {fw: adapter(fw).snapshot() for fw in loaded}
+        rng = (random.getstate(), _numpy_state())
+        self._seed_everything(self.test_seed(node), loaded)
+        with evidence.recording() as recorder, self._device_scope(info.params.get("device"), loaded):
+            node.stash[EVIDENCE_KEY] = recorder
+            yield
+        random.setstate(rng[0])
+        _restore_numpy_state(rng[1])
+        leaks = []
+        for fw, state in before.items():
+            after = adapter(fw).snapshot()
+            leaks += state_diff(state, after)
+            adapter(fw).restore(state)
+        if leaks:
+            pytest.fail(
+                "this test changed global framework state and did not restore it: " + "; ".join(leaks)
+                + " (restored now; use a context manager or try/finally in the test)",
+                pytrace=False,
+            )
+
+    @contextlib.contextmanager
+    def _device_scope(self, kind: str | None, loaded: list[str]) -> Iterator[None]:
+        """Make the test's device kind the default one, where there is a choice at all."""
+        if kind is None or not any(k != "cpu" for k in self.kinds):
+            yield
+            return
+        with contextlib.ExitStack() as stack:
+            if "tensorflow" in loaded:
+                tf = adapter("tensorflow").module
+                stack.enter_context(tf.device(adapter("tensorflow").device("cpu" if kind == "cpu" else "gpu")))
+            if "torch" in loaded:
+                torch = adapter("torch").module
+                previous = torch.get_default_device()
+                torch.set_default_device(adapter("torch").device("cpu" if kind == "cpu" else "gpu"))
+                stack.callback(torch.set_default_device, previous)
+            yield
+
+    def _seed_everything(self, seed: int, loaded: list[str]) -> None:
+        random.seed(seed)
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed(seed)
+        for fw in loaded:
+            adapter(fw).seed(seed)
+
+    def repro(self, item: pytest.Item) -> str:
+        s = self.settings
+        device = self._params(item).get("device")
+        parts = [
+            f"cd {shlex.quote(str(item.config.rootpath))} &&", "pytest", shlex.quote(item.nodeid), f"--dl-profile={s.profile}", f"--dl-seed={s.seed}",
+            f"--dl-framework={','.join(s.frameworks)}", f"--dl-replicas={s.replicas}",
+        ]
+        if device:
+            parts.append(f"--dl-device={device}")
+        return (
+            " ".join(parts) + f"  # test seed {self.test_seed(item)}; hypothesis prints the falsifying "
+            "example above and, in the ci/thorough profiles, a @reproduce_failure blob"
+        )
+
+
+def _numpy_state() -> Any:
+    np = sys.modules.get("numpy")
+    return np.random.get_state() if np is not None else None
+
+
+def _restore_numpy_state(state: Any) -> None:
+    if state is not None:
+        sys.modules["numpy"].random.set_state(state)
