@@ -1,0 +1,77 @@
+"""Generated differentiable programs that run in torch, TensorFlow and numpy.
+
+A :class:`Program` is a straight-line program over numbered registers: registers
+``0 .. n-1`` hold the inputs, op ``k`` writes register ``n + k``, and the last register is
+the output (one tensor, not necessarily a scalar). An :class:`Op` names its operation, its
+parameters, and the registers it reads (``args=()`` means "the register just written").
+Constant weights are stored as seeds, so a program is hashable and its ``repr`` is a
+reproduction that hypothesis prints on failure.
+
+Each operation is a row of :data:`OPS`: a torch expression, a TensorFlow expression (both
+public API only, written as source templates, so :meth:`Program.to_source` prints exactly
+what :meth:`Program.build` runs), and an independent float64 numpy reference.
+
+Smoothness. Every op is smooth on the domain the strategies generate, so finite
+differences are valid. Ops with kinks (relu, elu, hardtanh, torch's softplus threshold,
+...) only ever read input registers, and :func:`make_inputs` keeps those inputs at least
+:data:`KINK_MARGIN` away from each kink point: a finite-difference step must stay below
+``KINK_MARGIN / INPUT_MAX`` relative to the input (about 2e-3).
+
+Range. Inputs lie in ``[-INPUT_MAX, INPUT_MAX]`` and the generator tracks an a-priori bound
+on every register, refusing ops that could exceed :data:`MAX_BOUND`, so the same programs
+stay finite in float32 (exp only appears as ``exp(k * tanh(x))``, matrices are built to be
+diagonally dominant or positive definite, see the individual ops).
+
+Accuracy. :meth:`Program.error_bound` gives a first-order forward-error bound for a
+conforming implementation, from the reference values at the given inputs; see there.
+
+Frameworks' differing defaults are noted next to the ops (leaky_relu's slope, var's
+correction, layer norm's epsilon, softplus's threshold, pooling's stride). Ops whose
+check fails for a known framework reason carry it in ``OpSpec.limits``
+(:data:`KNOWN_LIMITS`); :func:`op_names` leaves them out of a suite's programs.
+
+Entry points: :func:`programs` and :func:`program_cases` (hypothesis search strategies),
+:meth:`Program.build`, :meth:`Program.numpy`, :meth:`Program.error_bound`,
+:meth:`Program.to_source`, and :func:`to_layout` for torch memory layouts.
+
+Rooms: :mod:`.core` (OpSpec, Op, InputRecipe, the bounds), :mod:`.program` (Program,
+ProgramCase, validation), :mod:`.errors` (the error model), :mod:`.render` (source,
+compilation, input conversion, torch layouts), :mod:`.ops` (the table, one module per op
+family), :mod:`.inputs` (input values) and :mod:`.generate` (the strategies). Importing
+the package imports neither framework.
+"""
+
+from __future__ import annotations
+
+from .core import INPUT_MAX, KINK_MARGIN, MAX_BOUND, InputRecipe, Op, OpSpec
+from .errors import ULPS as ULPS  # an attribute of the former single module
+from .generate import input_recipes, program_cases, programs
+from .inputs import REGIMES, make_inputs
+from .ops import KNOWN_LIMITS, OPS, TF_FORWARD_MODE, TORCH_FLOAT64_GRADIENT, TORCH_FORWARD_MODE, op_names
+from .program import Program, ProgramCase
+from .render import FRAMEWORKS, LAYOUTS, to_layout
+
+__all__ = [
+    "FRAMEWORKS",
+    "INPUT_MAX",
+    "KINK_MARGIN",
+    "KNOWN_LIMITS",
+    "LAYOUTS",
+    "MAX_BOUND",
+    "OPS",
+    "REGIMES",
+    "TF_FORWARD_MODE",
+    "TORCH_FLOAT64_GRADIENT",
+    "TORCH_FORWARD_MODE",
+    "InputRecipe",
+    "Op",
+    "OpSpec",
+    "Program",
+    "ProgramCase",
+    "input_recipes",
+    "make_inputs",
+    "op_names",
+    "program_cases",
+    "programs",
+    "to_layout",
+]

@@ -1,0 +1,53 @@
+"""The op table: every operation a generated program may use, one module per family.
+
+Families: :mod:`.elementwise` (smooth unary), :mod:`.binary`, :mod:`.reduction` (and ops
+along an axis), :mod:`.shape` (data movement), :mod:`.contraction`, :mod:`.linalg`,
+:mod:`.nn` and :mod:`.piecewise` (kinks: inputs only). Shared helpers are in
+:mod:`.common`, input-shape hints in :mod:`.hints`, known framework limits in
+:mod:`.limits`.
+
+The order of :data:`OPS` is the order hypothesis shrinks towards and fixes which programs
+a seed draws (and so the examples every suite runs): add a new op at the end of its
+family, knowing that it changes the draws after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from ..core import OpSpec
+from .binary import _binary_ops
+from .contraction import _contraction_ops
+from .elementwise import _smooth_ops
+from .hints import _with_hints
+from .limits import (
+    KNOWN_LIMITS,
+    TF_FORWARD_MODE,
+    TORCH_FLOAT64_GRADIENT,
+    TORCH_FORWARD_MODE,
+    _with_limits,
+)
+from .linalg import _linalg_ops
+from .nn import _nn_ops
+from .piecewise import _piecewise_ops
+from .reduction import _reduction_ops
+from .shape import _shape_ops
+
+__all__ = ["KNOWN_LIMITS", "OPS", "TF_FORWARD_MODE", "TORCH_FLOAT64_GRADIENT", "TORCH_FORWARD_MODE", "op_names"]
+
+
+def op_names(*, without: Collection[str] = (), categories: Collection[str] | None = None) -> list[str]:
+    """Names of the ops that have none of the limits in ``without`` (e.g. TF_FORWARD_MODE),
+    optionally only those in ``categories``; pass the result as ``programs(ops=...)``."""
+    return [name for name, s in OPS.items()
+            if not set(without) & set(s.limits) and (categories is None or s.category in categories)]
+
+
+#: Every operation, in the order hypothesis shrinks towards (simplest first).
+OPS: dict[str, OpSpec] = {
+    s.name: s
+    for s in _with_limits(_with_hints(
+        _smooth_ops() + _binary_ops() + _reduction_ops() + _shape_ops() + _contraction_ops() + _linalg_ops()
+        + _nn_ops() + _piecewise_ops()
+    ))
+}
