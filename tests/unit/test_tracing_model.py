@@ -1,4 +1,4 @@
-"""The models and oracles of checks/tracing.py without any framework.
+"""The models and oracles of checks/tracing/ without any framework.
 
 The cache models are checked against the documented examples and the sequences observed
 in the trial run; the control-flow programs' rendered source is executed against a tiny
@@ -126,7 +126,7 @@ def test_model_traces_twice_when_the_first_call_creates_variables():
 
 
 @pytest.mark.parametrize(("dynamic", "calls", "expected"), [
-    # observed with torch 2.13 (backend counting compiles), see the module docstring of tracing.py
+    # observed with torch 2.13 (backend counting compiles), see the module docstring of checks/tracing/dynamo_cache.py
     (None, [(3,), (3,), (4,), (5,), (1,), (2,), (0,)], [1, 1, 2, 2, 3, 3, 4]),
     (None, [(3, 3), (4, 4), (5, 6), (5, 5), (1, 1), (2, 3)], [1, 2, 2, 2, 3, 3]),
     (None, [(3, 3), (3, 4), (3, 5), (4, 5), (4, 4)], [1, 2, 2, 3, 3]),
