@@ -10,13 +10,12 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import sys
 import tempfile
 from typing import Any
 
 import pytest
 
-from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.frameworks import keras as keras_adapter
 
 
 def _per_worker_compiler_caches() -> None:
@@ -49,13 +48,4 @@ def compiled_functions() -> dict[Any, Any]:
 @pytest.fixture(scope="session")
 def keras_module(tf: Any) -> Any:
     """Keras 3 on the TensorFlow backend (the seed's train_step is TensorFlow code)."""
-    if "keras" not in sys.modules:
-        os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    import keras
-
-    if keras.backend.backend() != "tensorflow":
-        raise HarnessError(
-            f"Keras was imported with the {keras.backend.backend()!r} backend before this test; the seed's "
-            "train_step needs KERAS_BACKEND=tensorflow (run the execution area in its own process)"
-        )
-    return keras
+    return keras_adapter.require("tensorflow", needed_by="the seed's train_step (TensorFlow code)")

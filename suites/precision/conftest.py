@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform.checks.crossframework import keras_in_process
+from pytest_dlconform.frameworks import keras as keras_adapter
 
 
 @pytest.fixture(scope="session")
 def keras_tf(tf: Any) -> Any:
     """Keras 3 running on TensorFlow in this process."""
-    return keras_in_process("tensorflow")
+    return keras_adapter.require("tensorflow")
