@@ -1,0 +1,331 @@
+"""The model claims' verbs for a user's model, one class per framework.
+
+:class:`TorchOps` (a ``torch.nn.Module``) and :class:`KerasOps` (a Keras model on
+TensorFlow) give the suites in ``suites/model`` the same verbs: call the model on numpy
+inputs, read and write its parameters by name, its full state by name, the gradient of
+``<w, outputs>`` with respect to parameters and floating inputs, and one SGD step of the
+training loss. The oracles are the project's own (``checks.gradients.check_vjp``,
+``checks.roundtrip``, ``checks.reductions``, ``checks.numerics``); nothing here judges.
+
+The training loss is ``mean over rows of sum((first output - target)**2)``, as in the
+distributed suites; a training step here runs the model in inference mode (dropout off,
+batch normalisation on its running statistics), so the step is a deterministic function
+of the batch, which is what data parallelism and loss scaling promise to preserve.
+
+Importing this module imports no framework.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...frameworks import keras as keras_adapter
+
+LR = 0.1  # SGD learning rate of the training claims: an update well above rounding
+
+
+def adapter_for(framework: str) -> Any:
+    return TorchOps() if framework == "torch" else KerasOps()
+
+
+def _floating(a: np.ndarray) -> bool:
+    return a.dtype.kind == "f"
+
+
+# ---------------------------------------------------------------- torch
+
+
+class TorchOps:
+    framework = "torch"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+
+    def seed(self, value: int) -> None:
+        self.torch.manual_seed(value)
+
+    def tensors(self, model: Any, inputs: Sequence[np.ndarray], dtype: str | None = None,
+                requires_grad: bool = False) -> list[Any]:
+        torch = self.torch
+        device = _torch_device(model)
+        want = getattr(torch, dtype) if dtype else _torch_float(model)
+        out = []
+        for a in inputs:
+            if _floating(a):
+                t = torch.tensor(a, dtype=want, device=device, requires_grad=requires_grad)
+            else:
+                t = torch.tensor(a, device=device)
+            out.append(t)
+        return out
+
+    def outputs(self, out: Any) -> dict[str, Any]:
+        """A tensor, a tuple/list or a mapping (e.g. a Hugging Face ModelOutput) -> floating outputs by name."""
+        torch = self.torch
+        if isinstance(out, torch.Tensor):
+            items: list[tuple[str, Any]] = [("output_0", out)]
+        elif hasattr(out, "items"):
+            items = [(str(k), v) for k, v in out.items()]
+        elif isinstance(out, (tuple, list)):
+            items = [(f"output_{i}", v) for i, v in enumerate(out)]
+        else:
+            items = []
+        return {k: v for k, v in items if isinstance(v, torch.Tensor) and v.is_floating_point()}
+
+    def call(self, model: Any, args: Sequence[Any], *, training: bool) -> dict[str, Any]:
+        model.train(training)
+        return self.outputs(model(*args))
+
+    def forward(self, model: Any, inputs: Sequence[np.ndarray], *, training: bool) -> dict[str, np.ndarray]:
+        with self.torch.no_grad():
+            outs = self.call(model, self.tensors(model, inputs), training=training)
+        return {k: _np(v) for k, v in outs.items()}
+
+    def params(self, model: Any) -> dict[str, Any]:
+        return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+    def state(self, model: Any) -> dict[str, np.ndarray]:
+        from ..roundtrip import torch_state
+
+        return torch_state(model)
+
+    def load_state(self, model: Any, state: dict[str, np.ndarray]) -> None:
+        torch = self.torch
+        model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()}, strict=True)
+
+    def cast64(self, model: Any) -> bool:
+        model.double()
+        return all(p.dtype == self.torch.float64 for p in model.parameters() if p.is_floating_point())
+
+    def dtype_of(self, model: Any) -> str:
+        return str(_torch_float(model)).removeprefix("torch.")
+
+    def grad_problem(self, model: Any, inputs: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray], Any, Any]:
+        """(names, xs, f, vjp) for check_vjp: parameters and floating inputs, inference mode."""
+        torch = self.torch
+        from torch.func import functional_call
+
+        model.eval()
+        params = self.params(model)
+        names = [f"parameter {n}" for n in params] + [f"model input {i}" for i, a in enumerate(inputs) if _floating(a)]
+        xs = [_np(p).astype(np.float64) for p in params.values()] + [a.astype(np.float64) for a in inputs if _floating(a)]
+        dtype = _torch_float(model)
+        device = _torch_device(model)
+        keys = list(params)
+
+        def run(ts: list[Any]) -> Any:
+            it = iter(ts[len(keys):])
+            args = [next(it) if _floating(a) else torch.tensor(a, device=device) for a in inputs]
+            outs = self.outputs(functional_call(model, dict(zip(keys, ts[:len(keys)])), tuple(args)))
+            return torch.cat([o.reshape(-1) for o in outs.values()])
+
+        def f(values: list[np.ndarray]) -> np.ndarray:
+            with torch.no_grad():
+                return _np(run([torch.tensor(v, dtype=dtype, device=device) for v in values]))
+
+        def vjp(values: list[np.ndarray], w: np.ndarray) -> list[np.ndarray]:
+            ts = [torch.tensor(v, dtype=dtype, device=device, requires_grad=True) for v in values]
+            out = run(ts)
+            grads = torch.autograd.grad(out, ts, grad_outputs=torch.tensor(w, dtype=dtype, device=device),
+                                        allow_unused=True, materialize_grads=True)
+            return [_np(g) for g in grads]
+
+        return names, xs, f, vjp
+
+    def loss(self, model: Any, args: Sequence[Any], y: Any) -> Any:
+        out = next(iter(self.call(model, args, training=False).values()))
+        return ((out - y.to(out.dtype)) ** 2).reshape(out.shape[0], -1).sum(dim=1).mean()
+
+    def grads(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *,
+              training: bool) -> dict[str, np.ndarray]:
+        """Parameter gradients of the training loss (in ``training`` mode) for the determinism claim."""
+        model.zero_grad(set_to_none=True)
+        args = self.tensors(model, inputs)
+        out = next(iter(self.call(model, args, training=training).values()))
+        y = self.torch.tensor(targets, dtype=out.dtype, device=out.device)
+        ((out - y) ** 2).reshape(out.shape[0], -1).sum(dim=1).mean().backward()
+        return {n: _np(p.grad) if p.grad is not None else np.zeros(p.shape) for n, p in self.params(model).items()}
+
+    def sgd_step(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *, scaler: Any = None,
+                 autocast: str | None = None) -> dict[str, np.ndarray]:
+        """One SGD step on the batch, optionally under autocast and with a GradScaler."""
+        torch = self.torch
+        opt = torch.optim.SGD(list(self.params(model).values()), lr=LR)
+        opt.zero_grad()
+        args = self.tensors(model, inputs)
+        y = torch.tensor(targets, device=_torch_device(model))
+        device_type = torch.device(_torch_device(model)).type
+        with torch.autocast(device_type, dtype=getattr(torch, autocast or "bfloat16"), enabled=autocast is not None):
+            loss = self.loss(model, args, y)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        return {n: _np(p) for n, p in self.params(model).items()}
+
+
+def _torch_device(model: Any) -> str:
+    for t in list(model.parameters()) + list(model.buffers()):
+        return str(t.device)
+    return "cpu"
+
+
+def _torch_float(model: Any) -> Any:
+    import torch
+
+    for p in model.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.get_default_dtype()
+
+
+def _np(t: Any) -> np.ndarray:
+    t = t.detach().cpu()
+    if str(t.dtype) == "torch.bfloat16":
+        t = t.float()
+    return t.numpy().copy()
+
+
+# ---------------------------------------------------------------- keras
+
+
+class KerasOps:
+    framework = "tensorflow"
+
+    def __init__(self) -> None:
+        import keras
+        import tensorflow as tf
+
+        self.tf, self.keras = tf, keras
+
+    def seed(self, value: int) -> None:
+        self.keras.utils.set_random_seed(value % 2**32)
+
+    def tensors(self, model: Any, inputs: Sequence[np.ndarray], dtype: str | None = None) -> list[Any]:
+        want = dtype or self.dtype_of(model)
+        return [self.tf.constant(a.astype(want) if _floating(a) else a) for a in inputs]
+
+    def outputs(self, out: Any) -> dict[str, Any]:
+        tf = self.tf
+        if isinstance(out, dict):
+            items = [(str(k), v) for k, v in out.items()]
+        elif isinstance(out, (list, tuple)):
+            items = [(f"output_{i}", v) for i, v in enumerate(out)]
+        else:
+            items = [("output_0", out)]
+        return {k: v for k, v in items if tf.is_tensor(v) and v.dtype.is_floating}
+
+    def call(self, model: Any, args: Sequence[Any], *, training: bool) -> dict[str, Any]:
+        # A functional model with several inputs takes them as one list.
+        return self.outputs(model(list(args) if len(args) > 1 else args[0], training=training))
+
+    def forward(self, model: Any, inputs: Sequence[np.ndarray], *, training: bool) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v.numpy()) for k, v in self.call(model, self.tensors(model, inputs), training=training).items()}
+
+    @staticmethod
+    def named(model: Any, trainable_only: bool = False) -> dict[str, Any]:
+        """Variables by "position:LayerClass/variable": not by layer name or path, which Keras
+        numbers from a process-wide counter (dense_3 in one build, dense_7 in the next)."""
+        from ..roundtrip import SEED_STATE
+
+        out = {}
+        for i, layer in enumerate(model.layers):
+            for v in (layer.trainable_variables if trainable_only else layer.variables):
+                if v.name != SEED_STATE:
+                    out[f"{i}:{type(layer).__name__}/{v.name}"] = v
+        return out
+
+    def params(self, model: Any) -> dict[str, Any]:
+        return self.named(model, trainable_only=True)
+
+    def state(self, model: Any) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v.numpy()) for k, v in self.named(model).items()}
+
+    def load_state(self, model: Any, state: dict[str, np.ndarray]) -> None:
+        mine = self.named(model)
+        if set(mine) != set(state):
+            raise ValueError(f"state keys differ: missing {sorted(set(mine) - set(state))}, "
+                             f"unexpected {sorted(set(state) - set(mine))}")
+        for k, v in mine.items():
+            v.assign(state[k])
+
+    def dtype_of(self, model: Any) -> str:
+        for v in model.trainable_variables:
+            return str(v.dtype)
+        return "float32"
+
+    def grad_problem(self, model: Any, inputs: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray], Any, Any]:
+        tf = self.tf
+        named = self.params(model)
+        variables = list(named.values())
+        floats = [i for i, a in enumerate(inputs) if _floating(a)]
+        names = [f"variable {k}" for k in named] + [f"model input {i}" for i in floats]
+        xs = [np.asarray(v.numpy(), np.float64) for v in variables] + [inputs[i].astype(np.float64) for i in floats]
+        dtype = self.dtype_of(model)
+        n = len(variables)
+
+        def run(values: list[np.ndarray], tape: Any = None) -> tuple[Any, list[Any]]:
+            for v, x in zip(variables, values[:n]):
+                v.assign(x.astype(dtype))
+            given = [tf.constant(x.astype(dtype)) for x in values[n:]]
+            if tape is not None:
+                for t in given:
+                    tape.watch(t)
+            it = iter(given)
+            args = [next(it) if _floating(a) else tf.constant(a) for a in inputs]
+            outs = self.call(model, args, training=False)
+            return tf.concat([tf.reshape(o, [-1]) for o in outs.values()], 0), given
+
+        def f(values: list[np.ndarray]) -> np.ndarray:
+            return np.asarray(run(values)[0].numpy())
+
+        def vjp(values: list[np.ndarray], w: np.ndarray) -> list[np.ndarray]:
+            with tf.GradientTape() as tape:
+                out, given = run(values, tape)
+            grads = tape.gradient(out, variables + given, output_gradients=tf.constant(w.astype(dtype)))
+            return [np.zeros(x.shape) if g is None else np.asarray(tf.convert_to_tensor(g).numpy()) for g, x in zip(grads, values)]
+
+        return names, xs, f, vjp
+
+    def per_row_loss(self, model: Any, args: Sequence[Any], y: Any) -> Any:
+        tf = self.tf
+        out = next(iter(self.call(model, args, training=False).values()))
+        diff = tf.cast(out, tf.float32 if out.dtype == tf.float16 else out.dtype) - tf.cast(y, tf.float32 if out.dtype == tf.float16 else out.dtype)
+        return tf.reduce_sum(tf.reshape(tf.square(diff), [tf.shape(out)[0], -1]), axis=1)
+
+    def grads(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *,
+              training: bool) -> dict[str, np.ndarray]:
+        tf = self.tf
+        args = self.tensors(model, inputs)
+        with tf.GradientTape() as tape:
+            out = next(iter(self.call(model, args, training=training).values()))
+            loss = tf.reduce_mean(tf.reduce_sum(tf.reshape(tf.square(out - tf.cast(targets, out.dtype)),
+                                                           [tf.shape(out)[0], -1]), axis=1))
+        named = self.params(model)
+        grads = tape.gradient(loss, list(named.values()))
+        return {k: np.zeros(v.shape) if g is None else np.asarray(tf.convert_to_tensor(g).numpy())
+                for (k, v), g in zip(named.items(), grads)}
+
+    def sgd_step(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *,
+                 optimizer: Any = None) -> dict[str, np.ndarray]:
+        tf = self.tf
+        opt = optimizer or self.keras.optimizers.SGD(LR)
+        args = self.tensors(model, inputs, dtype="float32" if self.dtype_of(model) == "float16" else None)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(self.per_row_loss(model, args, tf.constant(targets)))
+            scaled = opt.scale_loss(loss) if hasattr(opt, "scale_loss") else loss
+        named = self.params(model)
+        variables = list(named.values())
+        opt.apply(tape.gradient(scaled, variables), variables)
+        return {k: np.asarray(v.numpy()) for k, v in named.items()}
+
+
+def keras_policy(name: str) -> Any:
+    """Keras's global dtype policy set to ``name`` for the block, restored after."""
+    return keras_adapter.dtype_policy(name)

@@ -1,0 +1,112 @@
+"""Distributed programs of the model claims: one SGD step of a user's model under DDP,
+FSDP2 or a tf.distribute strategy (run in each rank), and the single-device oracle step.
+
+Importing this module imports no framework.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .adapters import LR, KerasOps, TorchOps, _np
+
+REFUSED = "__refused__"  # a rank's answer when DDP/FSDP refuses to wrap the model
+
+
+def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, np.ndarray]:
+    """DDP or FSDP2 (``payload["wrap"]``) over the group: this rank's contiguous share of the
+    global batch, one SGD step; the full parameters by name come back."""
+    import torch
+
+    from ...usermodels import call_factory, resolve
+
+    device = ctx.state["device"]
+    model = call_factory(resolve(payload["ref"]), device=device, dtype="float32").model.to(device)
+    TorchOps().load_state(model, payload["state"])
+    try:
+        if payload["wrap"] == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            model = DistributedDataParallel(model, device_ids=None if device == "cpu" else [device])
+        else:
+            from torch.distributed.fsdp import fully_shard
+
+            fully_shard(model)
+    except (ValueError, TypeError, NotImplementedError) as exc:  # the wrapper refuses this model, in every rank
+        return {REFUSED: f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
+    n, r = ctx.world_size, ctx.rank
+    b = len(payload["targets"]) // n
+    rows = slice(r * b, (r + 1) * b)
+    ops = TorchOps()
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=LR)
+    opt.zero_grad()
+    args = ops.tensors(model, [a[rows] for a in payload["inputs"]])
+    y = torch.tensor(payload["targets"][rows], device=device)
+    ctx.arrive(f"{payload['wrap']} forward and backward")
+    ops.loss(model, args, y).backward()
+    opt.step()
+    ctx.arrive(f"{payload['wrap']} gather parameters")
+    out = {}
+    inner = getattr(model, "module", model)
+    for name, p in inner.named_parameters():
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        out[name] = _np(full)
+    return out
+
+
+def torch_single_step(model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray) -> dict[str, np.ndarray]:
+    """The oracle: one device, one SGD step on the whole global batch (its mean loss). DDP and
+    FSDP average the ranks' mean losses over equal shares, the same number when rows are
+    independent; a layer that mixes rows (batch statistics) makes the two differ."""
+    return TorchOps().sgd_step(model, inputs, targets)
+
+
+def keras_strategy_step(strategy: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    """One SGD step of the custom training loop under ``strategy``: model and optimizer built in
+    ``scope()``, replica k takes the k-th contiguous share of the global batch, per-row losses
+    summed and divided by the global batch (tf.nn.compute_average_loss)."""
+    import tensorflow as tf
+
+    from ...usermodels import call_factory, resolve
+
+    ops = KerasOps()
+    with strategy.scope():
+        model = call_factory(resolve(payload["ref"]), device="cpu", dtype="float32").model
+        ops.load_state(model, payload["state"])
+        opt = ops.keras.optimizers.SGD(LR)
+    n = strategy.num_replicas_in_sync
+    global_batch = len(payload["targets"])
+    b = global_batch // n
+
+    def shard(ctx: Any) -> Any:
+        k = ctx.replica_id_in_sync_group
+        return ([tf.constant(a[k * b:(k + 1) * b]) for a in payload["inputs"]],
+                tf.constant(payload["targets"][k * b:(k + 1) * b]))
+
+    values = strategy.experimental_distribute_values_from_function(shard)
+
+    @tf.function(autograph=False)
+    def step(batch: Any) -> None:
+        def replica(data: Any) -> None:
+            xs, y = data
+            xs = [tf.cast(x, ops.dtype_of(model)) if x.dtype.is_floating else x for x in xs]
+            with tf.GradientTape() as tape:
+                loss = tf.nn.compute_average_loss(ops.per_row_loss(model, xs, y), global_batch_size=global_batch)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+
+        strategy.run(replica, args=(batch,))
+
+    step(values)
+    return {"weights": {k: [np.asarray(c.numpy()) for c in strategy.experimental_local_results(v.value)]
+                        for k, v in ops.params(model).items()}, "replicas": n}
+
+
+def tf_mw_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    return keras_strategy_step(ctx.state["strategy"], payload)
+
+
+def keras_single_step(model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray) -> dict[str, np.ndarray]:
+    return KerasOps().sgd_step(model, inputs, targets)
