@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pytest_dlconform.suites.precision import reference as ref
 
 from pytest_dlconform import evidence
 from pytest_dlconform.checks import crossframework as cf
+from pytest_dlconform.checks import precision as ref
 from pytest_dlconform.checks.numerics import ToleranceExceeded
 
 L, A = cf.Layer, cf.Architecture
