@@ -1,7 +1,7 @@
 """modules.batchnorm: batch statistics in training (and their running averages), running
 statistics in inference, for torch BatchNorm1d/2d and Keras BatchNormalization.
 
-Oracle: the documented formulas in float64 numpy (_reference.py). The layers compute in
+Oracle: the documented formulas in float64 numpy (checks/module_references.py). The layers compute in
 float32: a per-channel mean and variance over m values, a normalisation of a few
 elementwise operations, hence tolerance(float32, ops=8, reduction=m).
 """
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_dlconform.checks import module_references as ref
 from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
 from pytest_dlconform.inputs import budget
 
-from . import _reference as ref
-from ._reference import host
+from ._host import host
 
 CLAIM = "modules.batchnorm"
 

@@ -18,7 +18,7 @@ from pytest_dlconform.checks.numerics import assert_equal
 from pytest_dlconform.determinism import deterministic_kernels
 from pytest_dlconform.inputs import budget
 
-from ._reference import host
+from ._host import host
 
 CLAIM = "modules.checkpointing"
 

@@ -17,7 +17,7 @@ from pytest_dlconform.checks.numerics import UNIT_ROUNDOFF, assert_equal
 from pytest_dlconform.checks.stats import TEST_ALPHA, check_dropout, dropout_elements
 from pytest_dlconform.inputs import budget
 
-from ._reference import host
+from ._host import host
 
 CLAIM = "modules.dropout"
 # p values at both ends and the middle; "drawn" takes one from the test seed.

@@ -1,6 +1,6 @@
 """modules.early-stopping: keras.callbacks.EarlyStopping stops where its documented rule says.
 
-The oracle (_reference.early_stopping) replays the documented rule over the monitored
+The oracle (checks.module_references.early_stopping) replays the documented rule over the monitored
 values. Two ways in: the callback protocol driven with generated value sequences (every
 parameter, fast), and real model.fit runs whose recorded history is replayed.
 """
@@ -12,10 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_dlconform.checks.module_references import early_stopping
 from pytest_dlconform.checks.numerics import assert_equal
 from pytest_dlconform.inputs import budget
-
-from ._reference import early_stopping
 
 CLAIM = "modules.early-stopping"
 # Values on a grid of 1/8 (exact in float32, which Keras compares in) and min_delta values

@@ -1,6 +1,6 @@
 """modules.gan.generator: the seed's GAN Generator maps (B, latent) to (B,1,28,28) in [-1, 1].
 
-Oracle: the same network in float64 numpy (_reference.generator_forward) with the module's
+Oracle: the same network in float64 numpy (checks.module_references.generator_forward) with the module's
 own weights; the float32 forward is two matrix products over at most 128 terms.
 """
 
@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_dlconform.checks.module_references import generator_forward
 from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
 from pytest_dlconform.inputs import budget
 
-from ._reference import generator_forward, host
+from ._host import host
 
 CLAIM = "modules.gan.generator"
 

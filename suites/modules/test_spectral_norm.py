@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
 from pytest_dlconform.inputs import budget
 
-from ._reference import host
+from ._host import host
 
 CLAIM = "modules.spectral-norm"
 ITERATIONS = 40  # total power iterations before the convergence check (see above)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pytest_dlconform.checks.numerics import assert_equal
 from pytest_dlconform.inputs import budget
 
-from ._reference import host
+from ._host import host
 
 CLAIM = "modules.torch.module"
 

@@ -21,7 +21,7 @@ from pytest_dlconform import evidence
 from pytest_dlconform.checks.gradients import check_vjp
 from pytest_dlconform.inputs import budget
 
-from ._reference import host
+from ._host import host
 
 CLAIM = "modules.wgan-gp"
 LAMBDA = 10.0  # the paper's default weight

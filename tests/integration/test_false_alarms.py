@@ -158,7 +158,7 @@ def test_batchnorm_running_mean_of_a_channel_centred_near_zero(torch: Any) -> No
     """Found by the audit (not yet by a soak): numpy seed 57 draws a channel whose running mean is
     1.3e-5 from values of size 1; float32's mean errs by 1.4e-9, 1.05x the old bound that ignored
     the reduction and the size of the terms."""
-    from pytest_dlconform.suites.modules import _reference as ref
+    from pytest_dlconform.checks import module_references as ref
     from pytest_dlconform.suites.modules.test_batchnorm import _batches, _running_tol
 
     rng = np.random.default_rng(57)
@@ -301,7 +301,7 @@ def test_batchnorm_output_when_a_channel_nearly_coincides(torch: Any) -> None:
     """Explore soak seed 196094535: BatchNorm1d on 2 samples per channel whose values nearly coincide,
     so eps dominates the variance; x - mean carries u * |x| and the normalisation divides it by
     sqrt(var + eps) = 3e-3: an error of 9.3e-5, 9.7x the old bound relative to the output."""
-    from pytest_dlconform.suites.modules import _reference as ref
+    from pytest_dlconform.checks import module_references as ref
     from pytest_dlconform.suites.modules.test_batchnorm import _batches, _tol
 
     rng = np.random.default_rng(2726552)  # case: 1d-flat, shape (2, 2), momentum None, eps 1e-5, no affine, 2 steps

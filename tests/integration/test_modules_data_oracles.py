@@ -1,5 +1,5 @@
 """Meta-tests for the data-pipeline oracles (checks/pipelines.py) and the modules suites'
-float64 references (suites/modules/_reference.py): each passes a right implementation and
+float64 references (checks/module_references.py): each passes a right implementation and
 fails a deliberately wrong one with a message a person can act on.
 
 numpy only, except the last test, which plants wrong dropout layers in torch.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pytest_dlconform.checks import module_references as ref
 from pytest_dlconform.checks.numerics import ToleranceExceeded, assert_close, tolerance
 from pytest_dlconform.checks.pipelines import (
     PipelineMismatch,
@@ -21,7 +22,6 @@ from pytest_dlconform.checks.pipelines import (
     reference_batches,
     same_order_bound,
 )
-from pytest_dlconform.suites.modules import _reference as ref
 
 # ------------------------------------------------------------------ pipelines
 

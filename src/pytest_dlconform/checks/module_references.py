@@ -1,5 +1,11 @@
-"""Independent float64 numpy references for the modules suites, written from the documented
-formulas only (never from a framework's source). Meta-tests: tests/integration/test_modules_data_oracles.py."""
+"""Independent float64 numpy references for the modules claims (layers, a seed network,
+training callbacks), written from the documented formulas only (never from a framework's
+source): batch normalisation's normalisation and running statistics (torch and Keras
+conventions), the seed's GAN generator, and Keras's EarlyStopping rule.
+
+Meta-tests: tests/integration/test_modules_data_oracles.py. Importing this module imports
+no framework.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
 
 # ----------------------------------------------------------------- batch normalisation
 
@@ -110,11 +115,3 @@ def early_stopping(values: Sequence[float], *, patience: int, min_delta: float =
         if since >= patience and epoch > first:
             return EarlyStopOutcome(epoch + 1, best_epoch, True, trace)
     return EarlyStopOutcome(len(values), best_epoch, False, trace)
-
-
-# ----------------------------------------------------------------- device-neutral torch glue
-
-
-def host(t) -> np.ndarray:
-    """A torch tensor as a numpy array, from whatever device the test runs on."""
-    return t.detach().cpu().numpy()
