@@ -123,7 +123,7 @@ def bounded_shrinking(seconds: float | None) -> Iterator[list[str]]:
         return old_exit(self, why)
 
     engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]  # a module constant, restored below
-    runner.exit_with = exit_with  # type: ignore[method-assign]  # restored below; claim tests only
+    runner.exit_with = exit_with  # type: ignore[method-assign,assignment]  # restored below; claim tests only
     try:
         yield notes
     finally:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Iterator
+from typing import Any, Iterator
 
 CUBLAS_ENV = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
@@ -56,13 +56,13 @@ def _tensorflow(tf: object) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _torch(torch: object) -> Iterator[None]:
-    t = torch  # type: ignore[assignment]
-    was = (t.are_deterministic_algorithms_enabled(), t.is_deterministic_algorithms_warn_only_enabled(),  # type: ignore[attr-defined]
-           t.backends.cudnn.deterministic, t.backends.cudnn.benchmark)  # type: ignore[attr-defined]
-    t.use_deterministic_algorithms(True)  # type: ignore[attr-defined]
-    t.backends.cudnn.deterministic, t.backends.cudnn.benchmark = True, False  # type: ignore[attr-defined]
+    t: Any = torch  # the torch module (typed loosely: no stubs needed)
+    was = (t.are_deterministic_algorithms_enabled(), t.is_deterministic_algorithms_warn_only_enabled(),
+           t.backends.cudnn.deterministic, t.backends.cudnn.benchmark)
+    t.use_deterministic_algorithms(True)
+    t.backends.cudnn.deterministic, t.backends.cudnn.benchmark = True, False
     try:
         yield
     finally:
-        t.use_deterministic_algorithms(was[0], warn_only=was[1])  # type: ignore[attr-defined]
-        t.backends.cudnn.deterministic, t.backends.cudnn.benchmark = was[2], was[3]  # type: ignore[attr-defined]
+        t.use_deterministic_algorithms(was[0], warn_only=was[1])
+        t.backends.cudnn.deterministic, t.backends.cudnn.benchmark = was[2], was[3]

@@ -217,6 +217,10 @@ def _positive_int(name: str, raw: Raw, minimum: int) -> int:
     return value
 
 
+def _int_or(name: str, raw: Raw | None, minimum: int, default: int) -> int:
+    return default if raw is None else _positive_int(name, raw, minimum)
+
+
 def _positive_float(name: str, raw: Raw) -> float:
     try:
         value = float(raw[0])
@@ -317,10 +321,10 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         device=str(get(DEVICE, lambda r: _choice(DEVICE, r, DEVICE_CHOICES), "auto")),
         frameworks=_frameworks(raws[FRAMEWORK], installed),
         strategies=_strategies(raws[STRATEGY]),
-        replicas=int(get(REPLICAS, lambda r: _positive_int(REPLICAS, r, 1), 2)),  # type: ignore[arg-type]
+        replicas=_int_or(REPLICAS, raws[REPLICAS], 1, 2),
         claims=_claims(raws[CLAIMS]),
         profile=str(get(PROFILE, lambda r: _choice(PROFILE, r, PROFILE_CHOICES), "ci")),
-        seed=int(get(SEED, lambda r: _positive_int(SEED, r, 0), 0)),  # type: ignore[arg-type]
+        seed=_int_or(SEED, raws[SEED], 0, 0),
         report=_output_path(REPORT, raws[REPORT]),
         html=_output_path(HTML, raws[HTML]),
         baseline=_input_path(BASELINE, raws[BASELINE]),

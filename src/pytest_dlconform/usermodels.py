@@ -33,6 +33,7 @@ import inspect
 import json
 import os
 import sys
+from types import MappingProxyType
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -110,7 +111,7 @@ def call_factory(factory: Callable[..., Any], *, device: str, dtype: str) -> Use
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
-        params = {}  # a builtin or C callable: call it without arguments
+        params = MappingProxyType({})  # a builtin or C callable: call it without arguments
     wide = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     kwargs = {k: v for k, v in (("device", device), ("dtype", dtype)) if wide or k in params}
     try:
@@ -327,10 +328,12 @@ def parametrize(metafunc: Any, run: Any) -> None:
         pairs = [((fw, ref), (fw, s)) for fw, ref in fws for s in settings.strategies_for(fw)
                  if s in MODEL_STRATEGIES[fw]]
         ids = [f"{ref}-{SHORT[fw]}-{s[1]}" for (fw, ref), s in pairs]
-        metafunc.parametrize(["dl_model", "dl_strategy"], pairs or [(DESELECTED, DESELECTED)],
+        argvalues: list[Any] = [*pairs] or [(DESELECTED, DESELECTED)]
+        metafunc.parametrize(["dl_model", "dl_strategy"], argvalues,
                              ids=ids or ["deselected"], indirect=True, scope="session")
         return
-    metafunc.parametrize("dl_model", fws or [DESELECTED], ids=[ref for _, ref in fws] or ["deselected"],
+    values: list[Any] = [*fws] or [DESELECTED]
+    metafunc.parametrize("dl_model", values, ids=[ref for _, ref in fws] or ["deselected"],
                          indirect=True, scope="session")
 
 

@@ -152,7 +152,7 @@ def _known_divergence(run: Run, item: pytest.Item, info: Any, exc: BaseException
     if entry is None:
         return
     report.outcome = "skipped"
-    report.wasxfail = f"known divergence {entry.key}: {entry.reason}; observed: {failure.describe()}"  # type: ignore[attr-defined]  # pytest's xfail attribute
+    report.wasxfail = f"known divergence {entry.key}: {entry.reason}; observed: {failure.describe()}"  # pytest's xfail attribute
     props.append((PROP_EXPECTED, json.dumps({"key": entry.key, "reason": entry.reason, "observed": failure.describe()})))
 
 

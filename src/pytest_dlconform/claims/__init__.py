@@ -65,7 +65,8 @@ def _parse(area: str, entry: dict[str, object]) -> Claim:
     where = f"claims/{area}.toml, claim {cid or '<no id>'}"
     if not _ID.match(cid) or cid.split(".", 1)[0] != area:
         raise RegistryError(f"{where}: id must look like '{area}.topic.name' (lower case, 2-4 dotted parts)")
-    frameworks = tuple(entry.get("frameworks", ()))  # type: ignore[arg-type]
+    listed = entry.get("frameworks", ())
+    frameworks = tuple(str(f) for f in listed) if isinstance(listed, (list, tuple)) else ()
     if not frameworks or any(fw not in FRAMEWORKS for fw in frameworks):
         raise RegistryError(f"{where}: frameworks must be a non-empty subset of {FRAMEWORKS}")
     accuracy = str(entry.get("seed_accuracy", "accurate"))

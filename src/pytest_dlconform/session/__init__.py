@@ -58,7 +58,8 @@ class Run(Workers, Collection, Guard, Outcome):
         # TensorFlow's logical CPU devices: one per replica when the run covers the CPU.
         self.logical_cpus = self.settings.replicas if "cpu" in self.kinds else 1
         # ... and logical GPUs: a one-GPU run splits its GPU so multi-replica claims run (devices.logical_gpus).
-        adapter("tensorflow").logical_gpus = devices.logical_gpus(self.kinds, self.settings.replicas)
+        tf_adapter: Any = adapter("tensorflow")  # TensorFlowAdapter: logical_gpus is its own attribute
+        tf_adapter.logical_gpus = devices.logical_gpus(self.kinds, self.settings.replicas)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Run:

@@ -5,6 +5,7 @@ it cannot run where that is known before it starts)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -56,10 +57,10 @@ class Collection:
             fixed = [FIXTURE_FRAMEWORK[n] for n in ("tf", "torch") if n in names]
             fws = fixed or frameworks
             pairs = [(fw, s) for fw in fws for s in self.settings.strategies_for(fw)]
-            values = pairs or [DESELECTED]
+            values: list[Any] = [*pairs] or [DESELECTED]
             ids = [f"{SHORT[fw]}-{s}" for fw, s in pairs] or ["deselected"]
             if "dl_framework" in names:
-                argvalues = [(p[0], p) for p in pairs] or [(DESELECTED, DESELECTED)]
+                argvalues: list[Any] = [(p[0], p) for p in pairs] or [(DESELECTED, DESELECTED)]
                 metafunc.parametrize(["dl_framework", "dl_strategy"], argvalues, ids=ids, indirect=True, scope="session")
             else:
                 metafunc.parametrize("dl_strategy", values, ids=ids, indirect=True, scope="session")
@@ -98,7 +99,7 @@ class Collection:
         callspec = getattr(item, "callspec", None)
         raw = dict(callspec.params) if callspec else {}
         params: dict[str, str] = {}
-        fw = raw.get("dl_framework") or next((FIXTURE_FRAMEWORK[n] for n in ("tf", "torch") if n in item.fixturenames), None)
+        fw = raw.get("dl_framework") or next((FIXTURE_FRAMEWORK[n] for n in ("tf", "torch") if n in _fixturenames(item)), None)
         strategy = raw.get("dl_strategy")
         if strategy == DESELECTED or fw == DESELECTED:
             return {"framework": DESELECTED}
@@ -109,7 +110,7 @@ class Collection:
             return {"framework": DESELECTED}
         if isinstance(model, tuple):  # (framework, 'module:factory'): usermodels.parametrize
             fw = fw or model[0] or None
-        if "tf" in item.fixturenames and "torch" in item.fixturenames:
+        if "tf" in _fixturenames(item) and "torch" in _fixturenames(item):
             fw = "tf+torch"
         if fw:
             params["framework"] = SHORT.get(fw, fw)
@@ -126,7 +127,7 @@ class Collection:
     def _unselected_framework(self, item: pytest.Item) -> bool:
         installed = self.installed
         for name, fw in FIXTURE_FRAMEWORK.items():
-            if name in item.fixturenames and fw in installed and fw not in self.settings.frameworks:
+            if name in _fixturenames(item) and fw in installed and fw not in self.settings.frameworks:
                 return True
         return False
 
@@ -158,3 +159,8 @@ class Collection:
         if kind == "gpu":
             return devices.logical_gpus(self.kinds, self.settings.replicas) if gpus else 0
         return gpus
+
+
+def _fixturenames(item: pytest.Item) -> list[str]:
+    """The fixtures a test function uses (pytest.Function has them; other items none)."""
+    return list(getattr(item, "fixturenames", ()))

@@ -94,7 +94,7 @@ def _outcome(run: Any) -> _Outcome:
     from .. import repro  # each violated test's standalone script (issue 14)
     outcome.doc = repro.attach(outcome.doc)
     _compare_baseline(run, outcome)
-    run._dl_outcome = outcome  # type: ignore[attr-defined]  # computed once: finish, then summarize
+    run._dl_outcome = outcome  # computed once: finish, then summarize
     return outcome
 
 
