@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from pytest_dlconform import evidence, not_applicable, serving
 from pytest_dlconform.checks import roundtrip as rt
 
+from ._tf_serving import serving_layout, tf_serving_rest_predict
+
 BATCHES = st.lists(st.integers(1, 6), min_size=1, max_size=3)
 SEEDS = st.integers(0, 2**32 - 1)
 
@@ -93,12 +95,12 @@ def test_savedmodel_in_a_version_folder_answers_tf_serving_rest_shapes(tf, tmp_p
     base = tmp_path / "models" / "cls"
     base.mkdir(parents=True)
     art = rt.export_artifact(base / "1", "keras-export", lambda p: model.export(str(p), verbose=False))
-    layout = rt.serving_layout(base)
+    layout = serving_layout(base)
     assert layout.versions == [1] and layout.base_is_savedmodel is False, f"TF Serving layout of {base}: {layout}"
     # The seed mounts $(pwd)/saved_model as the base: written by tf.saved_model.save(model, "saved_model"),
     # it is a SavedModel itself, with no numbered version for TF Serving to serve.
     seed_dir = rt.export_artifact(tmp_path / "saved_model", "savedmodel", lambda p: tf.saved_model.save(model, str(p)))
-    seed_layout = rt.serving_layout(seed_dir.path)
+    seed_layout = serving_layout(seed_dir.path)
     assert seed_layout.versions == [] and seed_layout.base_is_savedmodel, f"layout of the seed's mount: {seed_layout}"
     evidence.note(seed_mount_versions=seed_layout.versions, seed_mount_is_a_bare_savedmodel=seed_layout.base_is_savedmodel)
     restored = tf.saved_model.load(str(art.path))
@@ -109,7 +111,7 @@ def test_savedmodel_in_a_version_folder_answers_tf_serving_rest_shapes(tf, tmp_p
     fn = restored.signatures["serving_default"]
     for request, key in (({"signature_name": "serving_default", "instances": x.tolist()}, "predictions"),
                          ({"signature_name": "serving_default", "inputs": {"x": x.tolist()}}, "outputs")):
-        response = rt.tf_serving_rest_predict(fn, request)
+        response = tf_serving_rest_predict(fn, request)
         got = np.asarray(response[key], dtype=spec.dtype)
         rt.assert_close_outputs({"y": got}, {"y": want}, _tol(spec, dl_device), scale=rt.magnitudes(spec, [x], "keras")[0],
                                 what=f"REST {key} computed through serving_default", name=f"REST {key}")

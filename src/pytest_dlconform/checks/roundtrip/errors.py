@@ -1,0 +1,49 @@
+"""What can go wrong in a round trip: the helper failing (a harness error) or the artifact
+giving back something else (a conformance result).
+
+:class:`ArtifactError` is a :class:`HarnessError`: the round-trip helper could not write,
+verify or open an artifact. :class:`RoundTripMismatch` and its subclasses are
+AssertionErrors: what came back from an artifact differs from what went in.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ...frameworks import HarnessError
+
+
+class ArtifactError(HarnessError):
+    """The round-trip helper could not write, verify or open an artifact (not a conformance result)."""
+
+    def __init__(self, step: str, path: str | os.PathLike[str], problem: str) -> None:
+        self.step, self.path, self.problem = step, str(path), problem
+        super().__init__(f"round-trip step '{step}' on {path}: {problem}")
+
+
+class RoundTripMismatch(AssertionError):
+    """What came back from an artifact differs from what went in."""
+
+
+class OutputMismatch(RoundTripMismatch):
+    pass
+
+
+class StateMismatch(RoundTripMismatch):
+    pass
+
+
+class SignatureMismatch(RoundTripMismatch):
+    pass
+
+
+class QuantisationBoundExceeded(RoundTripMismatch):
+    pass
+
+
+class NotQuantised(RoundTripMismatch):
+    """An int8 conversion left a large kernel in float: a bound check would pass vacuously."""
+
+
+class QuantisedWeightsMismatch(RoundTripMismatch):
+    pass
