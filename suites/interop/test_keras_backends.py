@@ -32,7 +32,6 @@ import pytest
 from pytest_dlconform import evidence, not_applicable
 from pytest_dlconform.checks import crossframework as cf
 from pytest_dlconform.frameworks import HarnessError
-from pytest_dlconform.fresh import run_python
 from pytest_dlconform.inputs import scaled
 
 RUNS = cf.KERAS_RUNS  # the child's environment per run (tensorflow, torch, jax, jax-x64)
@@ -42,7 +41,6 @@ FLOAT64_RUNS = ("tensorflow", "torch", "jax", "jax-x64")
 # of seconds on a loaded machine; a hung import must not hang the run.
 TIMEOUT_S = 300.0
 PARALLEL = 2
-CHILD = "from pytest_dlconform.checks.crossframework import keras_backend_worker as w\nemit(w({inp!r}, {out!r}, {only!r}))"
 # Only the float64 claim reads jax-x64, so that child skips the float32 half: JAX compiles each
 # op of each model as it first runs (eager), ~30 s of CPU for a whole batch here, TensorFlow
 # and torch ~5 s.
@@ -71,8 +69,8 @@ def batch_for(seed: int) -> Batch:
 
 def run_backend(run: str, in_path: str, out_path: str, device_kind: str) -> dict[str, Any]:
     backend = RUNS[run]["KERAS_BACKEND"]
-    code = CHILD.format(inp=in_path, out=out_path, only=ONLY.get(run))
-    info = run_python(code, timeout=TIMEOUT_S, env=cf.keras_run_env(run, device_kind), what=f"Keras on the {run} backend")
+    info = cf.keras_backend_call(in_path, out_path, ONLY.get(run), env=cf.keras_run_env(run, device_kind),
+                                 timeout=TIMEOUT_S, what=f"Keras on the {run} backend")
     if info.get("backend") != backend:
         raise HarnessError(f"KERAS_BACKEND={backend} gave a Keras on the {info.get('backend')!r} backend: {info}")
     meta = cf.read_meta(out_path)

@@ -8,6 +8,8 @@ from pytest_dlconform import evidence
 from pytest_dlconform.checks import crossframework as cf
 from pytest_dlconform.checks.numerics import combined
 
+from ._speed import speed_steps, time_per_call
+
 # A dense network big enough that the step is not pure Python overhead, small enough to
 # time in a few seconds on a shared CPU.
 MODEL = cf.Case(
@@ -20,7 +22,7 @@ MODEL = cf.Case(
 @pytest.mark.claim("interop.speed")
 def test_step_time_is_recorded_side_by_side(tf, torch, keras_tf, dl_device):
     tf_dev, torch_dev = cf.framework_devices(dl_device)
-    steps = cf.speed_steps(tf, keras_tf, torch, MODEL, "float32", tf_dev, torch_dev)
+    steps = speed_steps(tf, keras_tf, torch, MODEL, "float32", tf_dev, torch_dev)
     # What is timed must compute the same thing: each against the float64 reference and
     # the TensorFlow steps' gradients against torch's.
     results = {name: step.result() for name, step in steps.items()}
@@ -30,7 +32,7 @@ def test_step_time_is_recorded_side_by_side(tf, torch, keras_tf, dl_device):
     fwd, bwd = cf.tolerances(MODEL, "float32", tf32=tf32[0])
     cf.compare(results["tf.function"], results["tf eager"], combined(fwd, fwd), combined(bwd, bwd),
                what="tf.function vs tf eager")
-    seconds = {name: cf.time_per_call(step.run) for name, step in steps.items()}
+    seconds = {name: time_per_call(step.run) for name, step in steps.items()}
     base = seconds["torch eager"]
     evidence.note(**{f"ms per step, {name}": round(1e3 * s, 3) for name, s in seconds.items()},
                   **{f"ratio {name} / torch eager": round(s / base, 3) for name, s in seconds.items() if name != "torch eager"},

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from pytest_dlconform.checks import crossframework as cf
-from pytest_dlconform.fresh import run_python
 
 L, A = cf.Layer, cf.Architecture
 CONV = cf.Case(A((5, 6, 2), (L("conv", units=3, kernel=3, activation="relu"), L("layernorm", epsilon=1e-3),
@@ -28,7 +27,6 @@ BN = cf.Case(A((4,), (L("dense", units=5, activation="relu", use_bias=False), L(
 DENSE = cf.Case(A((4,), (L("dense", units=5, activation="relu"), L("dense", units=4, activation="sigmoid"),
                          L("dense", units=3))), batch=6, training=False, seed=5)
 BATCH = [(CONV, "float32"), (BN, "float32"), (DENSE, "float64")]
-CHILD = "from pytest_dlconform.checks.crossframework import keras_backend_worker as w\nemit(w({inp!r}, {out!r}, {only!r}))"
 ONLY = {"jax-x64": ("float64",)}  # as the suite runs it: the x64 child computes the float64 cases only
 
 
@@ -44,8 +42,7 @@ def jax_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[c
 
     def run(name: str) -> tuple[list[cf.Result], dict[str, Any]]:
         out = str(tmp / f"{name}.npz")
-        code = CHILD.format(inp=inp, out=out, only=ONLY.get(name))
-        info = run_python(code, timeout=300, env=cf.keras_run_env(name, "cpu"), what=name)
+        info = cf.keras_backend_call(inp, out, ONLY.get(name), env=cf.keras_run_env(name, "cpu"), timeout=300, what=name)
         assert info["backend"] == "jax"
         return cf.read_results(out, len(BATCH)), cf.read_meta(out)
 

@@ -20,6 +20,7 @@ from pytest_dlconform import evidence
 from pytest_dlconform.checks import crossframework as cf
 from pytest_dlconform.checks import precision as ref
 from pytest_dlconform.checks.numerics import ToleranceExceeded
+from pytest_dlconform.suites.interop import _speed
 
 L, A = cf.Layer, cf.Architecture
 
@@ -199,11 +200,11 @@ def test_device_oracle_fails_a_device_that_is_off(torch):
 
 
 def test_speed_steps_compute_the_same_step(tf, keras, torch):
-    steps = cf.speed_steps(tf, keras, torch, SMOOTH, "float32", "/CPU:0", "cpu")
+    steps = _speed.speed_steps(tf, keras, torch, SMOOTH, "float32", "/CPU:0", "cpu")
     results = {name: step.result() for name, step in steps.items()}
     for name in ("tf eager", "tf.function"):
         cf.check_same_model(results[name], results["torch eager"], SMOOTH, "float32")
-    assert cf.time_per_call(steps["tf.function"].run, number=1, repeats=1, warmup=0) > 0
+    assert _speed.time_per_call(steps["tf.function"].run, number=1, repeats=1, warmup=0) > 0
 
 
 # --------------------------------------------------------------------------- precision: autocast
