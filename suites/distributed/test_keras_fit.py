@@ -19,9 +19,10 @@ from pytest_dlconform import distribution as dist
 from pytest_dlconform import evidence
 from pytest_dlconform.checks import reductions as oracle
 from pytest_dlconform.distribution import TrainCase, TrainResult
+from pytest_dlconform.distribution.cases import expensive, fit_case
 from pytest_dlconform.frameworks import HarnessError
 
-from .cases import expensive, fit_case
+from . import tf_programs
 
 
 def _names(case: TrainCase) -> list[str]:
@@ -65,8 +66,8 @@ def test_fit_under_the_strategy_equals_single_device_fit(tf, dl_strategy, dl_gro
     strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
     n = strategy.num_replicas_in_sync
     case = data.draw(fit_case(n, even=True), label="case")
-    result = dist.keras_fit(strategy, case)
-    expected = dist.keras_fit(tf.distribute.get_strategy(), case)
+    result = tf_programs.keras_fit(strategy, case)
+    expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case)
     _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replica(s): {_describe(case)}",
                dl_strategy.device)
 
@@ -80,8 +81,8 @@ def test_partial_last_batch_is_averaged_per_replica(tf, dl_strategy, dl_groups, 
     strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
     n = strategy.num_replicas_in_sync
     case = data.draw(fit_case(n, even=False), label="case")
-    result = dist.keras_fit(strategy, case)
-    expected = dist.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
+    result = tf_programs.keras_fit(strategy, case)
+    expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
     _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, uneven last batch: {_describe(case)}",
                dl_strategy.device)
 
@@ -94,8 +95,8 @@ def test_first_batch_not_divisible_by_the_replicas_trains(tf, dl_strategy, dl_gr
     strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
     n = strategy.num_replicas_in_sync
     case = _seeded_case(dl_seed, batch=n + 1, rows=2 * (n + 1), optimizer=optimizer)
-    result = dist.keras_fit(strategy, case)
-    expected = dist.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
+    result = tf_programs.keras_fit(strategy, case)
+    expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
     _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, global batch {n + 1}: {_describe(case)}",
                dl_strategy.device)
 
@@ -117,8 +118,8 @@ def test_fit_under_multiworker_equals_single_device_fit(tf, dl_strategy, dl_grou
     group = dist.group_for(dl_groups, dl_strategy, dl_timeout)
     n = group.world_size
     case = _seeded_case(dl_seed, batch=2 * n, rows=4 * n, optimizer=optimizer)
-    per_rank = group.run(dist.mw_fit, [case], what="model.fit")
-    expected = dist.keras_fit(tf.distribute.get_strategy(), case)
+    per_rank = group.run(tf_programs.mw_fit, [case], what="model.fit")
+    expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case)
     for rank, (result,) in sorted(per_rank.items()):
         _check_fit(result, case, expected, f"MultiWorkerMirrored worker {rank} of {n}: {_describe(case)}",
                    dl_strategy.device)

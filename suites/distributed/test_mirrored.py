@@ -18,9 +18,10 @@ from pytest_dlconform import distribution as dist
 from pytest_dlconform import evidence, not_applicable
 from pytest_dlconform.checks import reductions as oracle
 from pytest_dlconform.distribution import TrainCase
+from pytest_dlconform.distribution.cases import expensive, model_case
 from pytest_dlconform.inputs import budget, shapes
 
-from .cases import expensive, model_case
+from . import tf_programs
 
 OUTSIDE_FIT_ERRORS = {"sgd": "AssertionError", "adam": "RuntimeError: Mixing different tf.distribute.Strategy objects"}
 
@@ -32,9 +33,9 @@ def _local_replicas(handle: Any) -> int:
 
 def _copies(handle: Any, pool: Any, timeout: float, shape_list: list[tuple[int, ...]]) -> dict[str, list[dict[str, Any]]]:
     if handle.name == "multi-worker":
-        per_rank = dist.group_for(pool, handle, timeout).run(dist.mw_variable_copies, shape_list, what="variables")
+        per_rank = dist.group_for(pool, handle, timeout).run(tf_programs.mw_variable_copies, shape_list, what="variables")
         return {f"worker {rank}": found for rank, found in per_rank.items()}
-    return {"this process": dist.tf_variable_copies(dist.inprocess_strategy(pool, handle), shape_list)}
+    return {"this process": tf_programs.tf_variable_copies(dist.inprocess_strategy(pool, handle), shape_list)}
 
 
 def _check_full_copies(entry: dict[str, Any], init: np.ndarray, replicas: int, where: str) -> None:
@@ -74,7 +75,7 @@ def test_variables_in_scope_have_a_full_copy_per_replica(tf, dl_strategy, dl_gro
 @pytest.mark.min_devices(2)
 def test_default_all_reduce_depends_on_the_device_kind(tf, dl_strategy, dl_groups):
     strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
-    seen = dist.default_all_reduce_ops(strategy)
+    seen = tf_programs.default_all_reduce_ops(strategy)
     types = set(seen["op_types"])
     collective = sorted(t for t in types if t.startswith("CollectiveReduce"))
     nccl = sorted(t for t in types if "Nccl" in t)
@@ -112,7 +113,7 @@ def test_scope_is_required_and_strategy_run_distributes(tf, dl_strategy, dl_grou
     case = TrainCase(widths=model["widths"], activation=model["activation"], weights=model["weights"],
                      x=rng.uniform(-1, 1, (batch, model["widths"][0])), y=rng.uniform(-1, 1, (batch, model["widths"][-1])),
                      optimizer=optimizer, lr=model["lr"], dtype=model["dtype"], batch=batch)
-    seen = dist.scope_observations(strategy, case)
+    seen = tf_programs.scope_observations(strategy, case)
     evidence.note(**{k: seen[k] for k in ("outside_fit", "bypass_in_scope", "bypass", "fit_traces")})
 
     # The error depends on what fit touches first: the strategy's update of a kernel it

@@ -17,6 +17,8 @@ import pytest
 from pytest_dlconform import distribution as dist
 from pytest_dlconform import evidence
 
+from . import tf_programs
+
 VARIABLES = 5
 INCREMENTS = 12
 
@@ -28,7 +30,7 @@ def test_variables_live_on_ps_and_workers_update_asynchronously(tf, dl_strategy,
         pytest.fail("this property needs two workers (--dl-replicas >= 2): two functions must run at once",
                     pytrace=False)
     group = dist.group_for(dl_groups, dl_strategy, dl_timeout)
-    seen = group.run(dist.ps_observe, {"variables": VARIABLES, "increments": INCREMENTS, "liveness_s": dl_timeout / 2},
+    seen = group.run(tf_programs.ps_observe, {"variables": VARIABLES, "increments": INCREMENTS, "liveness_s": dl_timeout / 2},
                      ranks=[0], what="parameter-server observations")[0]
     evidence.note(workers=seen["workers"], ps=seen["ps"], first_spins=seen["first_spins"],
                   second_spins=seen["second_spins"], cluster_start_s=dl_groups.started.get(

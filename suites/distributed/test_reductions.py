@@ -22,9 +22,10 @@ from pytest_dlconform import distribution as dist
 from pytest_dlconform import evidence
 from pytest_dlconform.checks import reductions as oracle
 from pytest_dlconform.distribution import Outcome, ReduceCase
+from pytest_dlconform.distribution.cases import TF_APIS, TF_DTYPES, TORCH_APIS, TORCH_DTYPES, reduce_batches
 from pytest_dlconform.inputs import budget
 
-from .cases import TF_APIS, TF_DTYPES, TORCH_APIS, TORCH_DTYPES, reduce_batches
+from . import tf_programs, torch_programs
 
 CASES_PER_CALL = 8
 
@@ -60,7 +61,7 @@ def _tf_expected_dtype(case: ReduceCase) -> str:
 def _tf_outcomes(handle: Any, pool: Any, timeout: float, cases: Sequence[ReduceCase]) -> dict[str, list[Outcome]]:
     """Outcomes per place (a worker, or this process), in case order."""
     if handle.name == "multi-worker":
-        per_rank = dist.group_for(pool, handle, timeout).run(dist.mw_reduce, list(cases), what="reductions")
+        per_rank = dist.group_for(pool, handle, timeout).run(tf_programs.mw_reduce, list(cases), what="reductions")
         return {f"worker {rank}": outs for rank, outs in per_rank.items()}
     outcomes: list[Outcome | None] = [None] * len(cases)
     by_replicas: dict[int, list[int]] = defaultdict(list)
@@ -68,7 +69,7 @@ def _tf_outcomes(handle: Any, pool: Any, timeout: float, cases: Sequence[ReduceC
         by_replicas[case.replicas].append(i)
     for replicas, indices in by_replicas.items():
         strategy = dist.inprocess_strategy(pool, handle, replicas)
-        for i, outcome in zip(indices, dist.tf_reduce_cases(strategy, [cases[i] for i in indices])):
+        for i, outcome in zip(indices, tf_programs.tf_reduce_cases(strategy, [cases[i] for i in indices])):
             outcomes[i] = outcome
     return {"this process": [o for o in outcomes if o is not None]}
 
@@ -114,7 +115,7 @@ def test_torch_collectives_equal_numpy(torch, dl_strategy, dl_groups, dl_timeout
         evidence.note(not_applicable=f"{sorted(set(TORCH_APIS) - set(apis))}: {dist.GLOO_CUDA_REASON}")
     cases = data.draw(reduce_batches(apis, TORCH_DTYPES, st.integers(1, group.world_size), 2 * CASES_PER_CALL),
                       label="cases")
-    per_rank = group.run(dist.torch_collective_cases, cases, what="collectives")
+    per_rank = group.run(torch_programs.torch_collective_cases, cases, what="collectives")
     backend = dl_strategy.torch_backend()
     for rank, outcomes in per_rank.items():
         for case, outcome in zip(cases, outcomes):

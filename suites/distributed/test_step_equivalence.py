@@ -20,9 +20,10 @@ from pytest_dlconform import distribution as dist
 from pytest_dlconform import evidence
 from pytest_dlconform.checks import reductions as oracle
 from pytest_dlconform.distribution import TrainCase, TrainResult
+from pytest_dlconform.distribution.cases import expensive, tf_loop_case, torch_case
 from pytest_dlconform.inputs import budget
 
-from .cases import expensive, tf_loop_case, torch_case
+from . import tf_programs, torch_programs
 
 
 def _names(case: TrainCase) -> list[str]:
@@ -60,7 +61,7 @@ def test_custom_loop_steps_equal_one_device(tf, dl_strategy, dl_groups, data):
     n = strategy.num_replicas_in_sync
     cases = data.draw(st.lists(tf_loop_case(n), min_size=2, max_size=2), label="cases")
     for case in cases:
-        result = dist.tf_custom_loop(strategy, case)
+        result = tf_programs.tf_custom_loop(strategy, case)
         per_replica = [list(c) for c in zip(*result.info["replica_weights"])]
         _check_tf_loop(case, result.batches, result.weights, per_replica, f"{dl_strategy.name} over {n} replica(s)",
                        dl_strategy)
@@ -78,7 +79,7 @@ def test_multiworker_custom_loop_equals_one_device(tf, dl_strategy, dl_groups, d
     # split-independent loss scaling (global_batch_size=B) has a computable oracle here.
     scalings = ("global", "default") if complete else ("global",)
     cases = data.draw(st.lists(tf_loop_case(group.world_size, scalings=scalings), min_size=3, max_size=3), label="cases")
-    per_rank: dict[int, list[TrainResult]] = group.run(dist.mw_custom_loop, cases, what="custom training loop")
+    per_rank: dict[int, list[TrainResult]] = group.run(tf_programs.mw_custom_loop, cases, what="custom training loop")
     for i, case in enumerate(cases):
         ranks = sorted(per_rank)
         rows = [tuple(r for rank in ranks for r in per_rank[rank][i].batches[s]) for s in range(case.steps)]
@@ -100,7 +101,7 @@ def _torch_steps(handle: Any, pool: Any, timeout: float, data: Any, wrap: str) -
     group = dist.group_for(pool, handle, timeout)
     n = group.world_size
     cases = data.draw(st.lists(torch_case(n), min_size=6, max_size=6), label="cases")
-    per_rank: dict[int, list[TrainResult]] = group.run(dist.torch_train_cases, {"wrap": wrap, "cases": cases},
+    per_rank: dict[int, list[TrainResult]] = group.run(torch_programs.torch_train_cases, {"wrap": wrap, "cases": cases},
                                                        what=f"{wrap} training")
     for i, case in enumerate(cases):
         what = (f"{wrap.upper()} over {n} ranks ({handle.torch_backend()}), per-rank batch {case.rank_batch}, "

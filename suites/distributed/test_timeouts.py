@@ -15,7 +15,9 @@ import pytest
 
 from pytest_dlconform import distribution as dist
 from pytest_dlconform import evidence
-from pytest_dlconform.cluster import ClusterError
+from pytest_dlconform.harness.groups import ClusterError
+
+from . import torch_programs
 
 COLLECTIVE_TIMEOUT_S = 3.0
 
@@ -33,7 +35,7 @@ def test_collective_without_its_peer_fails_within_the_timeout(torch, dl_strategy
     absent = group.world_size - 1
     spec = {"absent": absent, "timeout": COLLECTIVE_TIMEOUT_S, "sleep": COLLECTIVE_TIMEOUT_S + 2.0}
     try:
-        per_rank = group.run(dist.torch_stall, spec, timeout=min(dl_timeout, 10 * COLLECTIVE_TIMEOUT_S + 30),
+        per_rank = group.run(torch_programs.torch_stall, spec, timeout=min(dl_timeout, 10 * COLLECTIVE_TIMEOUT_S + 30),
                              what=f"all_reduce without rank {absent}")
     except ClusterError as exc:
         pytest.fail(f"the all_reduce did not fail by itself within its {COLLECTIVE_TIMEOUT_S:g} s timeout; "

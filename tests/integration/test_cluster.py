@@ -30,6 +30,7 @@ from pytest_dlconform.cluster import (
     WorkerContext,
 )
 from pytest_dlconform.fresh import run_python
+from pytest_dlconform.suites.distributed import torch_programs
 
 MARGIN_S = 20.0  # what a loaded CI machine may add to a deadline before the error is raised
 REPO = Path(__file__).resolve().parents[2]
@@ -458,8 +459,8 @@ def test_step_oracle_fails_ranks_that_do_not_synchronise_gradients():
     case = _small_case(rank_batch=2)
     g = _torch_group(2)
     try:
-        alone = g.run(dist.torch_train_cases, {"wrap": "none", "cases": [case]})
-        ddp = g.run(dist.torch_train_cases, {"wrap": "ddp", "cases": [case]})
+        alone = g.run(torch_programs.torch_train_cases, {"wrap": "none", "cases": [case]})
+        ddp = g.run(torch_programs.torch_train_cases, {"wrap": "ddp", "cases": [case]})
     finally:
         g.close()
     expected = dist.torch_single_process_steps(case, dist.sampler_batches(case, 2))
@@ -481,6 +482,7 @@ from pytest_dlconform.frameworks import adapter
 adapter("tensorflow").configure(threads=1, logical_cpus=2)
 from pytest_dlconform import distribution as D
 from pytest_dlconform.checks import reductions as R
+from pytest_dlconform.suites.distributed import tf_programs
 import numpy as np
 rng = np.random.default_rng(7)
 weights = (rng.normal(size=(3, 4)) / 2, rng.normal(size=4) * 0.1, rng.normal(size=(4, 2)) / 2, rng.normal(size=2) * 0.1)
@@ -489,7 +491,7 @@ case = D.TrainCase((3, 4, 2), "tanh", weights, rng.uniform(-1, 1, (8, 3)), rng.u
 strategy = D.mirrored_strategy(["/CPU:0", "/CPU:1"])
 found = {}
 for scaling in ("global", "local-mean"):
-    result = D.tf_custom_loop(strategy, replace(case, loss_scaling=scaling))
+    result = tf_programs.tf_custom_loop(strategy, replace(case, loss_scaling=scaling))
     expected = D.tf_single_device_steps(replace(case, loss_scaling="global"), result.batches)
     try:
         R.check_weights(result.weights, expected, R.step_tolerance("float64", layers=2, steps=2, batch=4), what=scaling)

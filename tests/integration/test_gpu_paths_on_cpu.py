@@ -18,6 +18,7 @@ from pytest_dlconform import cluster
 from pytest_dlconform import distribution as dist
 from pytest_dlconform.cluster import LocalGroup
 from pytest_dlconform.fresh import GROWTH_VAR, run_python
+from pytest_dlconform.suites.distributed import torch_programs
 
 TIMEOUT_S = 2.0
 
@@ -39,7 +40,7 @@ def gloo_pair():
 def test_waiting_on_the_work_handle_surfaces_the_timeout_error(gloo_pair):
     spec = {"absent": 1, "timeout": TIMEOUT_S, "sleep": TIMEOUT_S + 1.5}
     start = time.monotonic()
-    per_rank = gloo_pair.run(dist.torch_stall, spec, timeout=30, what="stall")
+    per_rank = gloo_pair.run(torch_programs.torch_stall, spec, timeout=30, what="stall")
     assert time.monotonic() - start < 25  # the group's timeout ended it, not the harness deadline
     assert dist.stall_problems(per_rank, 1) == []
     assert per_rank[0]["runtime_error"] and per_rank[0]["elapsed"] >= TIMEOUT_S * 0.9
@@ -48,7 +49,7 @@ def test_waiting_on_the_work_handle_surfaces_the_timeout_error(gloo_pair):
 def test_reading_without_waiting_is_reported_not_passed(gloo_pair):
     # NCCL's default: the call returns at once; the stale tensor reads as if nothing failed.
     spec = {"absent": 1, "timeout": TIMEOUT_S, "sleep": TIMEOUT_S + 1.5, "wait": False}
-    per_rank = gloo_pair.run(dist.torch_stall, spec, timeout=30, what="stall without wait")
+    per_rank = gloo_pair.run(torch_programs.torch_stall, spec, timeout=30, what="stall without wait")
     problems = dist.stall_problems(per_rank, 1)
     assert len(problems) == 1 and "returned [1.0, 1.0, 1.0]" in problems[0] and "should raise" in problems[0]
 

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the distributed suites: reduction cases and small training cases.
+"""Hypothesis strategies for the distributed payloads: reduction cases and small training cases.
 
 (*Hypothesis* strategies: the *distribution* strategy is the ``dl_strategy`` fixture.)
 A test draws a batch of cases at once and ships it to a cluster in one call; values come
@@ -13,8 +13,8 @@ import numpy as np
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
-from pytest_dlconform.distribution import ReduceCase, TrainCase
-from pytest_dlconform.inputs import budget
+from ..inputs import budget
+from .payloads import ReduceCase, TrainCase
 
 TF_DTYPES = ("float16", "float32", "float64", "int32", "int64")
 TORCH_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")

@@ -1,0 +1,136 @@
+"""Distribution-strategy handles: what the ``dl_strategy`` fixture gives a test.
+
+A *distribution* strategy (tf.distribute, torch DDP/FSDP) is a fixture; a *hypothesis*
+strategy lives in :mod:`pytest_dlconform.inputs` (and, for the distributed payloads, in
+:mod:`.cases`). The handle knows its framework, name, replica count and device kind;
+in-process TensorFlow strategies are built here over the logical CPU devices the adapter
+configured (or the GPUs); multi-process ones are launched by :mod:`.launch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..frameworks import HarnessError, adapter
+
+
+MULTI_REPLICA = frozenset({"mirrored", "multi-worker", "parameter-server", "ddp", "fsdp"})
+
+
+MULTI_PROCESS = frozenset({"multi-worker", "parameter-server", "ddp", "fsdp"})
+
+
+NO_TPU = "no TPU"
+
+
+@dataclass(frozen=True)
+class StrategyHandle:
+    framework: str
+    name: str
+    replicas: int
+    device: str  # device kind: cpu, gpu, multi-gpu
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+    @property
+    def multi_replica(self) -> bool:
+        return self.name in MULTI_REPLICA
+
+    @property
+    def multi_process(self) -> bool:
+        return self.name in MULTI_PROCESS
+
+    @property
+    def world_size(self) -> int:
+        return self.replicas if self.multi_replica else 1
+
+    def replica_devices(self) -> list[str]:
+        """Framework device names, one per replica."""
+        ad = adapter(self.framework)
+        if self.device == "cpu":
+            kind, count = "cpu", self.world_size
+        elif self.device == "multi-gpu" or (self.framework == "tensorflow" and getattr(ad, "logical_gpus", 1) > 1):
+            # multi-gpu: one GPU per replica; gpu: TensorFlow's logical GPUs of the one GPU
+            kind, count = "gpu", self.world_size
+        else:
+            kind, count = "gpu", 1
+        if self.framework == "torch":
+            return ["cpu"] * count if kind == "cpu" else [ad.device(kind, i) for i in range(count)]
+        return [ad.device(kind, i) for i in range(count)]
+
+    def tf_strategy(self, replicas: int | None = None) -> Any:
+        """The in-process tf.distribute strategy this handle stands for.
+
+        ``replicas`` builds a Mirrored strategy over the first k of the handle's devices
+        (generated replica counts). ``tpu`` connects to a real TPU through
+        TPUClusterResolver; without one it reports "not applicable: no TPU" with
+        TensorFlow's own error."""
+        if self.framework != "tensorflow":
+            raise HarnessError(f"{self.name} is a torch strategy; tf_strategy() is for TensorFlow handles")
+        tf = adapter("tensorflow").module
+        if self.name == "default":
+            return tf.distribute.get_strategy()
+        if self.name == "one-device":
+            return tf.distribute.OneDeviceStrategy(self.replica_devices()[0])
+        if self.name == "mirrored":
+            devices = tuple(self.replica_devices())
+            return mirrored_strategy(devices[: replicas or len(devices)])
+        if self.name == "tpu":
+            return tpu_strategy()
+        raise HarnessError(f"{self.name} runs in separate processes: use pytest_dlconform.cluster to launch it")
+
+    def torch_backend(self) -> str:
+        """gloo on CPU; NCCL on multi-gpu (one GPU per rank, as NCCL requires: it refuses
+        two ranks on one device); on gpu the ranks share the one GPU over gloo, which
+        serves all_reduce and broadcast on CUDA tensors (torch.distributed's backend
+        table), so DDP runs and the other collectives are not applicable (TORCH_GLOO_CUDA)."""
+        return "nccl" if self.device == "multi-gpu" else "gloo"
+
+
+_MIRRORED: dict[tuple[str, ...], Any] = {}
+
+
+def mirrored_strategy(devices: Sequence[str]) -> Any:
+    """One MirroredStrategy per device set and process.
+
+    Two MirroredStrategy objects over the same devices number their collective instances
+    alike (both start at the same keys); when their first collectives differ (an all-reduce
+    in one, an all-gather in the other) TensorFlow aborts every collective of the process
+    for good ("Collective instance 100 expected type 0 ... Restart your program to reset").
+    Sharing the instance keeps one numbering."""
+    key = tuple(devices)
+    if key not in _MIRRORED:
+        _MIRRORED[key] = adapter("tensorflow").module.distribute.MirroredStrategy(devices=list(key))
+    return _MIRRORED[key]
+
+
+# --------------------------------------------------------------------------- TPU
+
+
+def tpu_unavailable(exc: BaseException) -> str:
+    return f"{NO_TPU}: {type(exc).__name__}: {exc} (from tf.distribute.cluster_resolver.TPUClusterResolver())"
+
+
+def tpu_resolver() -> Any:
+    """The real TPUClusterResolver(); raises TensorFlow's own error where there is no TPU."""
+    tf = adapter("tensorflow").module
+    return tf.distribute.cluster_resolver.TPUClusterResolver()
+
+
+def tpu_strategy() -> Any:
+    import pytest_dlconform
+
+    tf = adapter("tensorflow").module
+    try:
+        resolver = tpu_resolver()
+    except (ValueError, RuntimeError) as exc:
+        pytest_dlconform.not_applicable(tpu_unavailable(exc))
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+__all__ = ["MULTI_PROCESS", "MULTI_REPLICA", "NO_TPU", "StrategyHandle", "mirrored_strategy", "tpu_resolver", "tpu_strategy", "tpu_unavailable"]

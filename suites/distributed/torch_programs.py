@@ -1,0 +1,192 @@
+"""The torch programs of the distributed suites, run in every rank of a process group.
+
+Each function is a program for :meth:`pytest_dlconform.harness.groups.LocalGroup.run`:
+``program(ctx, payload)`` in a rank whose setup made the process group
+(:func:`pytest_dlconform.distribution.ranks.torch_setup`); ranks import this module by
+name, so it holds module-level functions only and imports no test module.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from pytest_dlconform.distribution import (
+    Outcome,
+    ReduceCase,
+    TrainCase,
+    TrainResult,
+    first_line,
+    torch_model,
+    torch_optimizer,
+    torch_weights,
+)
+from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.harness.rank import WorkerContext
+
+
+# --------------------------------------------------------------------------- collectives
+
+
+def _torch_group_of(ctx: WorkerContext, size: int) -> Any:
+    """The process group of ranks 0..size-1 (the default group when size is the world);
+    every rank must call new_group, so all ranks build the same subgroups in order."""
+    import torch.distributed as dist
+
+    if size == ctx.world_size:
+        return None
+    subgroups = ctx.state["subgroups"]
+    if size not in subgroups:
+        subgroups[size] = dist.new_group(list(range(size)))
+    return subgroups[size]
+
+
+def torch_collective_cases(ctx: WorkerContext, cases: Sequence[ReduceCase]) -> list[Outcome]:
+    """Each case on the group of its first ``case.replicas`` ranks; other ranks skip it."""
+    for size in sorted({c.replicas for c in cases}):
+        _torch_group_of(ctx, size)  # create subgroups up front, in the same order on every rank
+    return [_torch_collective(ctx, case) for case in cases]
+
+
+def _torch_collective(ctx: WorkerContext, case: ReduceCase) -> Outcome:
+    import torch
+    import torch.distributed as dist
+
+    if ctx.rank >= case.replicas:
+        return Outcome(info={"skipped": True})
+    group = _torch_group_of(ctx, case.replicas)
+    device = ctx.state["device"]
+    mine = torch.tensor(case.values[ctx.rank], dtype=getattr(torch, case.dtype), device=device)
+    ops = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX,
+           "min": dist.ReduceOp.MIN, "product": dist.ReduceOp.PRODUCT}
+    ctx.arrive(f"{case.api} {case.op}".strip())
+    try:
+        if case.api == "all_reduce":
+            out = mine.clone()
+            dist.all_reduce(out, op=ops[case.op], group=group)
+            results = (out,)
+        elif case.api == "all_gather":
+            outs = [torch.empty_like(mine) for _ in range(case.replicas)]
+            dist.all_gather(outs, mine, group=group)
+            results = tuple(outs)
+        elif case.api == "broadcast":
+            out = mine.clone()
+            dist.broadcast(out, src=case.src, group=group)
+            results = (out,)
+        else:
+            raise HarnessError(f"unknown torch collective {case.api!r}")
+    except (RuntimeError, ValueError, TypeError) as exc:
+        return Outcome(error=f"{type(exc).__name__}: {first_line(exc)}")
+    return Outcome(tuple(_torch_numpy(t) for t in results), info={"dtype": str(results[0].dtype).removeprefix("torch.")})
+
+
+def _torch_numpy(t: Any) -> np.ndarray:
+    import torch
+
+    t = t.detach()
+    if t.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds every bfloat16 exactly
+        t = t.float()
+    return t.cpu().numpy()
+
+
+# --------------------------------------------------------------------------- training
+
+
+def torch_train_cases(ctx: WorkerContext, payload: dict[str, Any]) -> list[TrainResult]:
+    """DDP or FSDP (``payload["wrap"]``) training of each case on this rank's
+    DistributedSampler shard; the result holds the dataset indices of every step's batch."""
+    return [_torch_train(ctx, case, payload["wrap"]) for case in payload["cases"]]
+
+
+def _torch_train(ctx: WorkerContext, case: TrainCase, wrap: str) -> TrainResult:
+    import torch
+    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+    device = ctx.state["device"]
+    dtype = getattr(torch, case.dtype)
+    data = TensorDataset(torch.arange(len(case.x)), torch.tensor(case.x, dtype=dtype), torch.tensor(case.y, dtype=dtype))
+    sampler = DistributedSampler(data, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=False, drop_last=case.drop_last)
+    loader = DataLoader(data, batch_size=case.rank_batch, sampler=sampler)
+    model = torch_model(case).to(device)
+    ctx.arrive(f"wrap model in {wrap}")
+    if wrap == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(model, device_ids=None if device == "cpu" else [device])
+    elif wrap == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+    elif wrap != "none":  # "none": no gradient synchronisation, the meta-tests' wrong data parallelism
+        raise HarnessError(f"unknown wrapper {wrap!r}")
+    optimizer = torch_optimizer(case, model.parameters())
+    seen = []
+    for step, (index, x, y) in enumerate(loader):
+        ctx.arrive(f"{wrap} step {step}")
+        optimizer.zero_grad()
+        loss = ((model(x.to(device)) - y.to(device)) ** 2).sum(dim=1).mean()
+        loss.backward()
+        optimizer.step()
+        seen.append(tuple(int(i) for i in index))
+    ctx.arrive(f"{wrap} gather weights")
+    # FSDP parameters are DTensors: to_local() is this rank's shard; DDP's are plain tensors.
+    shards = {"local_shapes": [tuple(p.to_local().shape if hasattr(p, "to_local") else p.shape)
+                               for p in model.parameters()]}
+    return TrainResult(torch_weights(list(model.parameters())), (tuple(seen),), info=shards)
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def torch_stall(ctx: WorkerContext, spec: dict[str, Any]) -> dict[str, Any]:
+    """A collective that one rank never joins: every rank creates a group with
+    ``spec["timeout"]`` (new_group is itself collective), then rank ``spec["absent"]``
+    sleeps ``spec["sleep"]`` seconds instead of calling all_reduce; the others call it and
+    report how torch ended the call and after how long.
+
+    A collective's return means it was enqueued, not done: NCCL returns at once and runs
+    it on a stream, and a later read (``.tolist()``) would block until the watchdog kills
+    the rank, a crash instead of the timeout's error. So the call is made asynchronous on
+    every backend (gloo too, where it shows the same semantics without a GPU) and the rank
+    waits on its work handle, the documented way to wait for completion. NCCL raises the
+    timeout on that wait only with TORCH_NCCL_BLOCKING_WAIT=1, read when the group is
+    created ("when TORCH_NCCL_BLOCKING_WAIT is set, this is the duration for which the
+    process will block and wait for collectives to complete before throwing an exception";
+    otherwise "collectives will be aborted asynchronously and the process will crash").
+    ``spec["wait"] = False`` reads the result without waiting: the meta-tests' wrong code."""
+    import torch
+    import torch.distributed as dist
+
+    previous = os.environ.get(BLOCKING_WAIT)
+    os.environ[BLOCKING_WAIT] = "1"
+    try:
+        group = dist.new_group(list(range(ctx.world_size)), timeout=datetime.timedelta(seconds=float(spec["timeout"])))
+    finally:
+        if previous is None:
+            os.environ.pop(BLOCKING_WAIT, None)
+        else:
+            os.environ[BLOCKING_WAIT] = previous
+    if ctx.rank == spec["absent"]:
+        time.sleep(float(spec["sleep"]))
+        return {"absent": True}
+    x = torch.ones(3, device=ctx.state["device"])
+    ctx.arrive("all_reduce")
+    start = time.monotonic()
+    try:
+        work = dist.all_reduce(x, group=group, async_op=True)
+        if spec.get("wait", True):
+            work.wait()
+    except Exception as exc:  # noqa: BLE001 - the outcome under test
+        return {"error": f"{type(exc).__name__}: {first_line(exc)}", "elapsed": time.monotonic() - start,
+                "runtime_error": isinstance(exc, RuntimeError)}
+    return {"error": None, "elapsed": time.monotonic() - start, "value": x.tolist()}
+
+
+BLOCKING_WAIT = "TORCH_NCCL_BLOCKING_WAIT"
