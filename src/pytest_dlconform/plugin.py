@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any, Generator
 import pytest
 
 from . import settings as opts
+from . import strategies  # issue 10 (distributed helper): the dl_strategies marker, dl_groups, dl_timeout
 from .activation import MARKERS, Activation, is_claim_function
+from .strategies import dl_groups, dl_timeout  # noqa: F401 - fixtures, registered by being in this module
 
 if TYPE_CHECKING:  # the run's modules load when a run asks for dlconform, not with the plugin
     from . import session as dlsession
@@ -45,6 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
+    strategies.register_marker(config)
     act = config.stash[ACTIVATION] = Activation(config)
     if act.reason is not None and not config.getoption("dl_list_claims"):
         _run(config)  # asked for up front: a bad option is a usage error before collection
@@ -105,6 +108,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if act.run is None and not any(item.get_closest_marker("claim") for item in items):
         return
     run = _run(config)
+    strategies.deselect_uncovered(config, items)  # before select: deselected tests are no claim tests of the run
     run.select(config, items)
     run.apply_budgets(items)
 
@@ -113,6 +117,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = _active(session.config)
     if run is not None:
         run.configure_frameworks()
+        strategies.prepare_outer_cluster(session.items, run.logical_cpus, run.settings.timeout)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -275,5 +280,5 @@ def _dl_guard(request: pytest.FixtureRequest) -> Generator[None, None, None]:
     if run is None:  # inert: a host project's own test
         yield
         return
-    with run.guard(request.node):
+    with run.guard(request.node), strategies.gpu_turn(request.node, run.gpu_lock):
         yield
