@@ -18,8 +18,9 @@ neither a framework nor the launcher (they load when a fixture or hook needs the
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pytest
 

@@ -10,6 +10,8 @@ The oracle is ``fit`` of the same model under the default strategy in this proce
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -105,7 +107,7 @@ def _seeded_case(seed: int, *, batch: int, rows: int, optimizer: str) -> TrainCa
     rng = np.random.default_rng(seed)
     widths = (3, 4, 2)
     weights = []
-    for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+    for fan_in, fan_out in pairwise(widths):
         weights += [rng.normal(size=(fan_in, fan_out)) / np.sqrt(fan_in), rng.normal(size=fan_out) * 0.1]
     return TrainCase(widths, "tanh", tuple(weights), rng.uniform(-1, 1, (rows, 3)), rng.uniform(-1, 1, (rows, 2)),
                      optimizer, 0.1, "float64", batch=batch)

@@ -60,7 +60,8 @@ def test_variables_in_scope_have_a_full_copy_per_replica(tf, dl_strategy, dl_gro
         for shape, entry in zip(shape_list, found):
             label = f"{dl_strategy.name}, {where}, variable of shape {shape}"
             inside, outside = entry["inside"], entry["outside"]
-            assert inside["type"] == expected_type, f"{label}: created in scope() as {inside['type']}, but should be {expected_type}"
+            assert inside["type"] == expected_type, (f"{label}: created in scope() as {inside['type']}, "
+                                                     f"but should be {expected_type}")
             _check_full_copies(inside, entry["init"], _local_replicas(dl_strategy), label)
             # Outside any scope the default strategy is in effect: only it owns the variable.
             owned = dl_strategy.name == "default"

@@ -12,7 +12,8 @@ Each hypothesis example is a batch of cases, run in one call of the pooled clust
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given

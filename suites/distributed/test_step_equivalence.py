@@ -10,7 +10,8 @@ documented to compute; every replica must also hold bitwise the same weights.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given

@@ -3,8 +3,9 @@ process group's timeout instead of blocking (the default timeout is 30 minutes f
 
 The peer sleeps past the group's timeout instead of calling all_reduce; the others must
 get torch's own error. Collectives are asynchronous on NCCL: the ranks wait on the work
-handle (distribution.torch_stall), so the timeout surfaces as torch's error there too. If torch ignored the timeout, the harness deadline (--dl-timeout)
-would end the call: that is the claim violated, reported as such.
+handle (torch_programs.torch_stall), so the timeout surfaces as torch's error there too. If
+torch ignored the timeout, the harness deadline (--dl-timeout) would end the call: that is
+the claim violated, reported as such.
 """
 
 from __future__ import annotations

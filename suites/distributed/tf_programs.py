@@ -9,7 +9,8 @@ holds module-level functions only and imports no test module. Results are plain 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,6 @@ from pytest_dlconform.distribution import (
 )
 from pytest_dlconform.frameworks import HarnessError
 from pytest_dlconform.harness.rank import WorkerContext
-
 
 # --------------------------------------------------------------------------- reductions
 
@@ -158,7 +158,7 @@ def keras_fit(strategy: Any, case: TrainCase, sample_weight: np.ndarray | None =
     try:
         model.fit(case.x.astype(case.dtype), case.y.astype(case.dtype), batch_size=case.batch, epochs=1,
                   shuffle=False, verbose=0, sample_weight=sample_weight)
-    except Exception as exc:  # noqa: BLE001 - the suite decides whether this error is the documented outcome
+    except Exception as exc:  # broad on purpose: the suite decides whether this error is the documented outcome
         return TrainResult((), info={"error": f"{type(exc).__name__}: {first_line(exc)}"})
     return TrainResult(_weights_of(strategy, model), info={"replica_weights": tf_replica_weights(strategy, model)})
 
@@ -250,7 +250,7 @@ def _fit_in_scope(strategy: Any, model: Any, x: np.ndarray, y: np.ndarray, batch
 def _error_of(fn: Any) -> str | None:
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - the error is the observation
+    except Exception as exc:  # broad on purpose: the error is the observation
         return f"{type(exc).__name__}: {first_line(exc)}"
     return None
 

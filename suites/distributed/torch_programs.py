@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime
 import os
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,6 @@ from pytest_dlconform.distribution import (
 )
 from pytest_dlconform.frameworks import HarnessError
 from pytest_dlconform.harness.rank import WorkerContext
-
 
 # --------------------------------------------------------------------------- collectives
 
@@ -183,7 +183,7 @@ def torch_stall(ctx: WorkerContext, spec: dict[str, Any]) -> dict[str, Any]:
         work = dist.all_reduce(x, group=group, async_op=True)
         if spec.get("wait", True):
             work.wait()
-    except Exception as exc:  # noqa: BLE001 - the outcome under test
+    except Exception as exc:  # broad on purpose: the outcome under test
         return {"error": f"{type(exc).__name__}: {first_line(exc)}", "elapsed": time.monotonic() - start,
                 "runtime_error": isinstance(exc, RuntimeError)}
     return {"error": None, "elapsed": time.monotonic() - start, "value": x.tolist()}

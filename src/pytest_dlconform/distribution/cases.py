@@ -7,7 +7,9 @@ from seeds so examples stay small in reports and shrink well.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 from hypothesis import Phase, settings
@@ -60,7 +62,7 @@ def reduce_case(draw: st.DrawFn, apis: dict[str, tuple[str, ...]], dtypes: Seque
     if axis is not None and api in ("strategy.reduce", "strategy.gather"):
         # Replicas may hold different numbers of rows along the reduced or gathered axis.
         sizes = draw(st.lists(st.integers(1, 4), min_size=n, max_size=n), label="rows per replica")
-        shapes = [shape[:axis] + (k,) + shape[axis + 1:] for k in sizes]
+        shapes = [(*shape[:axis], k, *shape[axis + 1:]) for k in sizes]
     seed = draw(st.integers(0, 2**32 - 1), label="values seed")
     src = draw(st.integers(0, n - 1), label="src")
     return ReduceCase(api, _values(seed, shapes, dtype, op), dtype, op=op, axis=axis, src=src)
@@ -79,7 +81,7 @@ def model_case(draw: st.DrawFn, *, dtypes: Sequence[str] = ("float32", "float64"
     seed = draw(st.integers(0, 2**32 - 1), label="weights seed")
     rng = np.random.default_rng(seed)
     weights: list[np.ndarray] = []
-    for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+    for fan_in, fan_out in pairwise(widths):
         weights += [rng.normal(size=(fan_in, fan_out)) / np.sqrt(fan_in), rng.normal(size=fan_out) * 0.1]
     return {
         "widths": widths, "weights": tuple(weights),

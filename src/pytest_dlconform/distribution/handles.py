@@ -9,11 +9,11 @@ configured (or the GPUs); multi-process ones are launched by :mod:`.launch`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..frameworks import HarnessError, adapter
-
 
 MULTI_REPLICA = frozenset({"mirrored", "multi-worker", "parameter-server", "ddp", "fsdp"})
 
@@ -133,4 +133,7 @@ def tpu_strategy() -> Any:
     return tf.distribute.TPUStrategy(resolver)
 
 
-__all__ = ["MULTI_PROCESS", "MULTI_REPLICA", "NO_TPU", "StrategyHandle", "mirrored_strategy", "tpu_resolver", "tpu_strategy", "tpu_unavailable"]
+__all__ = [
+    "MULTI_PROCESS", "MULTI_REPLICA", "NO_TPU", "StrategyHandle", "mirrored_strategy", "tpu_resolver",
+    "tpu_strategy", "tpu_unavailable",
+]

@@ -226,4 +226,8 @@ def inprocess_strategy(pool: GroupPool, handle: StrategyHandle, replicas: int | 
     return pool.get(("tf-in-process", handle.name, replicas, handle.device), lambda: handle.tf_strategy(replicas))
 
 
-__all__ = ["GLOO_CUDA_REASON", "LISTEN_ALL", "PsLayout", "TORCH_GLOO_CUDA", "child_threads", "group_for", "inprocess_strategy", "listen_all_refused", "multiworker_cluster", "ps_cluster", "require_gpus_per_rank", "tf_cluster_network", "torch_group"]
+__all__ = [
+    "GLOO_CUDA_REASON", "LISTEN_ALL", "TORCH_GLOO_CUDA", "PsLayout", "child_threads", "group_for",
+    "inprocess_strategy", "listen_all_refused", "multiworker_cluster", "ps_cluster", "require_gpus_per_rank",
+    "tf_cluster_network", "torch_group",
+]

@@ -134,4 +134,7 @@ def torch_teardown(ctx: WorkerContext, _: Any) -> None:
         dist.destroy_process_group()
 
 
-__all__ = ["prepare_outer_multiworker", "ps_chief_setup", "ps_servers_setup", "tf_multiworker_setup", "torch_setup", "torch_teardown"]
+__all__ = [
+    "prepare_outer_multiworker", "ps_chief_setup", "ps_servers_setup", "tf_multiworker_setup", "torch_setup",
+    "torch_teardown",
+]

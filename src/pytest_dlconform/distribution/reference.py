@@ -11,7 +11,8 @@ with the loss the distributed run is documented to compute (:func:`tf_single_dev
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -163,4 +164,7 @@ def torch_single_process_steps(case: TrainCase, global_batches: Sequence[Sequenc
     return torch_weights(list(model.parameters()))
 
 
-__all__ = ["keras_model", "keras_optimizer", "sample_weights", "sampler_batches", "tf_module", "tf_single_device_steps", "torch_model", "torch_optimizer", "torch_single_process_steps", "torch_weights"]
+__all__ = [
+    "keras_model", "keras_optimizer", "sample_weights", "sampler_batches", "tf_module",
+    "tf_single_device_steps", "torch_model", "torch_optimizer", "torch_single_process_steps", "torch_weights",
+]

@@ -38,9 +38,9 @@ import socket
 import struct
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
@@ -177,7 +177,7 @@ def create(timeout: float = 30.0) -> PrivateNetwork:
             err = proc.communicate(timeout=10)[1].decode(errors="replace").strip().splitlines()[-5:]
             from ..frameworks import HarnessError
 
-            what = "did not answer within {:g} s".format(timeout) if not ready else f"exited with code {proc.returncode}"
+            what = f"did not answer within {timeout:g} s" if not ready else f"exited with code {proc.returncode}"
             raise HarnessError(f"the network-namespace holder ({sys.executable} -c ...) {what}: {' | '.join(err)}")
         report = json.loads(line)
         if report["mode"] is None:

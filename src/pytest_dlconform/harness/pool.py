@@ -9,7 +9,8 @@ killed itself). In-process TensorFlow strategies are kept here too.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class GroupPool:

@@ -23,8 +23,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..frameworks import HarnessError
 
@@ -191,7 +192,7 @@ def worker_main() -> None:
             ctx.arrive(f"start {ref.rpartition(':')[2]}")
             try:
                 send(("ok", _resolve(ref)(ctx, payload)))
-            except BaseException as exc:  # noqa: BLE001 - reported to the parent, never swallowed
+            except BaseException as exc:  # broad on purpose: reported to the parent, never swallowed
                 send(("err", RemoteError(ctx.rank, type(exc).__name__, str(exc), traceback.format_exc())))
 
 
@@ -199,9 +200,19 @@ def _run_quietly(ref: str | None, ctx: WorkerContext) -> None:
     if ref:
         try:
             _resolve(ref)(ctx, None)
-        except BaseException:  # noqa: BLE001 - teardown of a group that is going away anyway
+        except BaseException:  # broad on purpose: teardown of a group that is going away anyway
             traceback.print_exc()
 
 
-__all__ = ["DIR_VAR", "ENTRY", "PATH_VAR", "Program", "RANK_VAR", "RemoteError", "WORLD_VAR",
-           "WorkerContext", "program_ref", "worker_main"]
+__all__ = [
+    "DIR_VAR",
+    "ENTRY",
+    "PATH_VAR",
+    "RANK_VAR",
+    "WORLD_VAR",
+    "Program",
+    "RemoteError",
+    "WorkerContext",
+    "program_ref",
+    "worker_main",
+]

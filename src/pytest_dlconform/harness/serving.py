@@ -12,7 +12,8 @@ The documented workflow (``torch-model-archiver`` then ``torchserve --start --nc
 
 Several servers can run at once (one per xdist worker): each gets its own free loopback
 ports (a :class:`~.ports.PortLease`, held until the server stops, so no other dlconform
-process is handed them between the choice and TorchServe's bind), its own temporary folder (the launcher keeps its pid file in ``$TMPDIR`` and the
+process is handed them between the choice and TorchServe's bind), its own temporary folder
+(the launcher keeps its pid file in ``$TMPDIR`` and the
 workers' Unix sockets live in the JVM's ``java.io.tmpdir``), and its own process group.
 :meth:`TorchServe.stop` runs ``torchserve --stop``, waits, then kills whatever is left in
 the group, so no process outlives the server, also when a test fails.
@@ -340,7 +341,8 @@ def tf_serving_unavailable(timeout: float = 15.0) -> str:
         done = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return f"no TF Serving server here: `tensorflow_model_server` is not on PATH and `docker info` did not answer within {timeout:g} s"
+        return ("no TF Serving server here: `tensorflow_model_server` is not on PATH and `docker info` did not answer "
+                f"within {timeout:g} s")
     version = done.stdout.strip()
     if done.returncode == 0 and version and "error" not in version.lower():
         return ""
