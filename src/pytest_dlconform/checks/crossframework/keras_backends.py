@@ -28,7 +28,7 @@ WORKER = "pytest_dlconform.checks.crossframework.keras_backends:keras_backend_wo
 def write_batch(path: str, batch: Sequence[tuple[Case, str]]) -> None:
     """(case, dtype) pairs with their weights and inputs, for a fresh interpreter: weights
     as data, not as seeds, so both processes hold the very same arrays."""
-    arrays: dict[str, np.ndarray] = {"count": np.asarray(len(batch))}
+    arrays: dict[str, Any] = {"count": np.asarray(len(batch))}  # Any: numpy's stub types savez(**kw) as allow_pickle
     for j, (case, dtype) in enumerate(batch):
         arrays[f"{j}/case"] = np.asarray(json.dumps({"arch": case.arch.to_json(), "batch": case.batch, "dtype": dtype,
                                                      "training": case.training, "seed": case.seed,
@@ -59,7 +59,7 @@ def keras_backend_worker(in_path: str, out_path: str, only: Sequence[str] | None
     reports it, and the warnings the run gave (JAX warns when it truncates float64)."""
     import keras
 
-    results: dict[str, np.ndarray] = {}
+    results: dict[str, Any] = {}  # arrays (Any for numpy's savez stub, as in write_batch)
     dtypes: list[str | None] = []
     batch = read_batch(in_path)
     with warnings.catch_warnings(record=True) as caught:
@@ -88,7 +88,8 @@ def backend_facts(backend: str) -> dict[str, Any]:
     if backend == "jax":
         import jax
 
-        return {"version": jax.__version__, "x64": bool(jax.config.jax_enable_x64), "platform": jax.default_backend()}
+        return {"version": jax.__version__, "x64": bool(jax.config.jax_enable_x64),  # type: ignore[attr-defined]  # flags are set on Config at runtime
+                "platform": jax.default_backend()}
     module = __import__(backend)
     return {"version": str(module.__version__)}
 
@@ -118,7 +119,9 @@ def keras_run_missing(run: str, find_spec: Callable[[str], Any] | None = None) -
     if KERAS_RUNS[run]["KERAS_BACKEND"] != "jax":
         return None
     if find_spec is None:
-        from importlib.util import find_spec
+        from importlib.util import find_spec as default_find_spec
+
+        find_spec = default_find_spec
     absent = [name for name in ("jax", "jaxlib") if find_spec(name) is None]
     if not absent:
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ def check_backends(results: Mapping[str, Result], case: Case, dtype: str, *, tf3
     names = sorted(results)
     for name in names:
         compare(results[name], ref.keras, fwd, bwd, what=f"keras[{name}] vs float64 reference", label=label, factors=ref.factors)
-    for a, b in zip(names, names[1:]):
+    for a, b in pairwise(names):
         compare(results[a], results[b], combined(fwd, fwd), combined(bwd, bwd), what=f"keras[{a}] vs keras[{b}]", label=label,
                 factors=ref.factors)
 
@@ -74,7 +75,7 @@ def check_devices(gpu: Result, cpu: Result, case: Case, dtype: str, *, tf32: boo
     compare(gpu, cpu, combined(g_fwd, c_fwd), combined(g_bwd, c_bwd), what="gpu vs cpu", label=label, factors=ref.factors)
 
 
-ACTIVATION_FORMULAS = ACTIVATIONS + ("gelu_tanh",)
+ACTIVATION_FORMULAS = (*ACTIVATIONS, "gelu_tanh")
 
 
 def activation_reference(name: str, x: np.ndarray) -> np.ndarray:

@@ -138,9 +138,11 @@ def open_artifact(path: str | os.PathLike[str], fmt: str | None = None) -> Artif
     for name, (size, digest) in sorted(sealed.items()):
         got_size, got_digest = _digest(found[name])
         if got_size != size:
-            raise ArtifactError("verify: size", folder / name, f"{got_size} bytes, but the export wrote {size} (truncated or appended)")
+            raise ArtifactError("verify: size", folder / name,
+                                f"{got_size} bytes, but the export wrote {size} (truncated or appended)")
         if got_digest != digest:
-            raise ArtifactError("verify: checksum", folder / name, "content differs from what the export wrote (corrupted or altered)")
+            raise ArtifactError("verify: checksum", folder / name,
+                                "content differs from what the export wrote (corrupted or altered)")
     return Artifact(folder, sealed_fmt, sealed)
 
 

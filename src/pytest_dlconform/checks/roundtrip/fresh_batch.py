@@ -105,8 +105,10 @@ def fresh_main(job_path: str) -> list[dict[str, Any]]:
         seconds = time.perf_counter() - started
         out = Path(entry["out"])
         for j, path in enumerate(entry["inputs"]):
-            np.savez(out / f"output-{j}.npz", **loaded.run(np.load(path)))
-        np.savez(out / "state.npz", **{_key(k): v for k, v in loaded.state().items()})
+            outputs: dict[str, Any] = loaded.run(np.load(path))  # Any: numpy's stub types savez(**kw) as allow_pickle
+            np.savez(out / f"output-{j}.npz", **outputs)
+        state: dict[str, Any] = {_key(k): v for k, v in loaded.state().items()}
+        np.savez(out / "state.npz", **state)
         (out / "signature.json").write_text(json.dumps(_jsonish(loaded.signature())), encoding="utf-8")
         report.append({"load_seconds": seconds})
     return report

@@ -302,7 +302,8 @@ class _Onnx:
         def entry(a: Any) -> list[Any]:
             return [a.name, a.type, list(a.shape)]
 
-        return {"inputs": [entry(a) for a in self.session.get_inputs()], "outputs": [entry(a) for a in self.session.get_outputs()]}
+        return {"inputs": [entry(a) for a in self.session.get_inputs()],
+                "outputs": [entry(a) for a in self.session.get_outputs()]}
 
 
 _LOADERS: dict[str, Callable[[Path, ModelSpec | None, str | None], Loaded]] = {

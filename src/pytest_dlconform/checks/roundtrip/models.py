@@ -215,7 +215,8 @@ def model_tolerance(spec: ModelSpec, dtype: str | None = None, *, device: str = 
     :func:`numerics.tolerance`; two evaluations compared with each other add.
     """
     ops = sum(3 if layer.kind == "dense" else 6 if layer.kind in ("batchnorm", "layernorm") else 0 for layer in spec.layers)
-    reduction = sum(spec.fan_ins()) + sum(_width_before(spec, i) for i, layer in enumerate(spec.layers) if layer.kind == "layernorm")
+    reduction = sum(spec.fan_ins()) + sum(_width_before(spec, i) for i, layer in enumerate(spec.layers)
+                                          if layer.kind == "layernorm")
     # matmul=True: on a GPU TensorFlow runs float32 matmuls in TF32 by default.
     one = tolerance(dtype or spec.dtype, ops=ops, reduction=reduction, device=device, framework=framework, matmul=True)
     return combined(one, one)

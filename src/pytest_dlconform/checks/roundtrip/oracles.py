@@ -66,7 +66,8 @@ def assert_close_outputs(actual: Mapping[str, Any], expected: Mapping[str, Any],
         rel = err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
         _record(name, observed=rel, tolerance=tol.rtol, basis=tol.why, example=what)
         if not rel <= tol.rtol:
-            raise OutputMismatch(f"{what}: output {key!r}: max|actual - expected| / max(max|expected|, magnitude) = {rel:.3e}, but "
+            raise OutputMismatch(f"{what}: output {key!r}: max|actual - expected| / max(max|expected|, magnitude) = "
+                                 f"{rel:.3e}, but "
                                  f"should be <= {tol.rtol:.3e} [{tol.why}]; max abs error {err:.3e} at scale {ref:.3e}")
         worst = max(worst, rel)
     return worst
@@ -176,7 +177,7 @@ def _check_int8_kernel(t: Int8Tensor, w: np.ndarray, what: str) -> None:
     _record("int8 weights not at the nearest grid point", observed=int(wrong.sum()), tolerance=0.0,
             worst_steps_away=float(off.max()), example=what)
     if wrong.any():
-        c, k = np.unravel_index(int(np.argmax(off)), off.shape)
+        c, k = (int(i) for i in np.unravel_index(int(np.argmax(off)), off.shape))
         raise QuantisedWeightsMismatch(f"{what}: weight [{c}, {k}] stored as {q[c, k]} * {t.scales[c]:.6g} = "
                                        f"{q[c, k] * t.scales[c]:.6g}, but the original is {w[c, k]:.6g}: "
                                        f"{off[c, k]:.3g} steps away, should be <= 0.5 (round to nearest); "

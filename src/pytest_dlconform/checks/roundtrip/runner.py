@@ -4,7 +4,7 @@ artifact must give back, :func:`check_loaded` applies the oracles to what came b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ class Expected:
     scales: list[float] | None = None  # per input, the magnitude the tolerance is relative to
 
 
-def check_loaded(outputs: list[Mapping[str, Any]], state: Mapping[str, Any], signature: Mapping[str, Any],
+def check_loaded(outputs: Sequence[Mapping[str, Any]], state: Mapping[str, Any], signature: Mapping[str, Any],
                  expected: Expected, *, what: str, where: str) -> None:
     """Compare what came back from an artifact with what went in."""
     __tracebackhide__ = True
@@ -98,6 +98,6 @@ class RoundTrip:
         """Load every queued artifact in one fresh interpreter and compare (call once, at the end)."""
         __tracebackhide__ = True
         results = self._batch.run(what=f"fresh interpreter loading {len(self._queued)} artifact(s)")
-        for (index, expected, what), res in zip(self._queued, results):
+        for (_, expected, what), res in zip(self._queued, results):
             check_loaded(res.outputs, res.state, res.signature, expected, what=what, where="fresh interpreter")
         self._queued.clear()
