@@ -73,7 +73,8 @@ def torch_cases(draw):
     kind = draw(st.sampled_from(["1d-flat", "1d-seq", "2d"]))
     n = draw(st.integers(2, 6))
     c = draw(st.integers(1, 5))
-    spatial = {"1d-flat": (), "1d-seq": (draw(st.integers(1, 4)),), "2d": (draw(st.integers(1, 3)), draw(st.integers(1, 3)))}[kind]
+    spatial = {"1d-flat": (), "1d-seq": (draw(st.integers(1, 4)),),
+               "2d": (draw(st.integers(1, 3)), draw(st.integers(1, 3)))}[kind]
     return {
         "kind": kind, "shape": (n, c, *spatial),
         "momentum": draw(st.one_of(st.none(), st.floats(0.01, 0.99))),
@@ -104,12 +105,14 @@ def test_torch_batchnorm_training_and_inference(torch, case):
         y = host(layer(torch.tensor(x)))
         mean, var, count = ref.bn_moments(x.astype(np.float64), 1)
         want = ref.bn_normalise(x.astype(np.float64), mean, var, case["eps"], gamma, beta, 1)
-        assert_close(y, want, _tol(x, 1, var, case["eps"], gamma), what=f"training output, step {i} (batch mean, biased variance)")
+        assert_close(y, want, _tol(x, 1, var, case["eps"], gamma),
+                     what=f"training output, step {i} (batch mean, biased variance)")
         state = ref.torch_running_update(state, mean, var, count, case["momentum"])
     tol = _running_tol(batches[:-1], 1, case["steps"])
     assert_close(host(layer.running_mean), state.mean, tol, what="running_mean after training steps")
     assert_close(host(layer.running_var), state.var, tol, what="running_var (unbiased batch variance averaged)")
-    assert int(layer.num_batches_tracked) == case["steps"], f"num_batches_tracked {int(layer.num_batches_tracked)}, but should be {case['steps']}"
+    assert int(layer.num_batches_tracked) == case["steps"], (
+        f"num_batches_tracked {int(layer.num_batches_tracked)}, but should be {case['steps']}")
     layer.eval()
     x = batches[-1]
     before = layer.running_mean.clone()

@@ -239,4 +239,5 @@ def test_tf_recompute_grad_lowers_peak_memory_on_gpu(tf, dl_device):
         peaks[name] = tf.config.experimental.get_memory_info(device)["peak"]
     evidence.note(peak_bytes_plain=peaks["plain"], peak_bytes_recompute=peaks["recompute"])
     # 16 layers of 4096 x 256 float32 activations (4 MiB each) against 4 kept block inputs.
-    assert peaks["recompute"] < peaks["plain"], f"peak memory with recompute_grad {peaks['recompute']} B, but should be below {peaks['plain']} B"
+    assert peaks["recompute"] < peaks["plain"], (
+        f"peak memory with recompute_grad {peaks['recompute']} B, but should be below {peaks['plain']} B")

@@ -96,7 +96,8 @@ def test_batch_handling_flattens_leading_dims_and_checks_latent_size(torch):
         z = torch.randn(2, 3, 100)
         out = gen(z)
         # view(-1, 1, 28, 28): a (2, 3, 100) input silently becomes 6 images.
-        assert tuple(out.shape) == (6, 1, 28, 28), f"shape {tuple(out.shape)} for a (2,3,100) input, but view(-1,...) gives (6,1,28,28)"
+        assert tuple(out.shape) == (6, 1, 28, 28), (
+            f"shape {tuple(out.shape)} for a (2,3,100) input, but view(-1,...) gives (6,1,28,28)")
         assert_equal(host(out), host(gen(z.reshape(6, 100))), what="(2,3,100) input vs the same latents as (6,100)")
         with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
             gen(torch.randn(4, 99))

@@ -92,7 +92,8 @@ def test_functional_sequential_and_subclassed_agree(tf, dl_device, dim, spec, ba
     for training in (False, True):
         with deterministic_kernels(dl_device):  # bitwise on a GPU: the same kernels, deterministically
             ref = np.asarray(functional(x, training=training))
-            outs = {name: np.asarray(model(x, training=training)) for name, model in (("Sequential", sequential), ("subclassed", sub))}
+            models = (("Sequential", sequential), ("subclassed", sub))
+            outs = {name: np.asarray(model(x, training=training)) for name, model in models}
         for name, out in outs.items():
             assert_equal(out, ref, what=f"{name} vs functional output (training={training})")
     # Dense layers are float32 matmuls: TF32 on a GPU where Keras's backend allows it.

@@ -7,6 +7,7 @@ run against real Keras in the suites and in tests/integration.
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -50,18 +51,14 @@ def test_require_refuses_keras_on_another_backend_and_names_the_fix(monkeypatch)
 
 def test_require_defaults_keras_backend_only_before_the_import(monkeypatch):
     monkeypatch.setitem(sys.modules, "keras", _keras_on("tensorflow"))
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    monkeypatch.delenv("KERAS_BACKEND")
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
     keras_adapter.require("tensorflow")  # already imported: the environment is left alone
-    import os
-
     assert "KERAS_BACKEND" not in os.environ
 
 
 def test_dtype_policy_is_restored_after_an_error():
     fake = _keras_on("tensorflow")
-    with pytest.raises(RuntimeError):
-        with keras_adapter.dtype_policy("mixed_float16", fake) as active:
-            assert active == "mixed_float16"
-            raise RuntimeError("inside the block")
+    with pytest.raises(RuntimeError), keras_adapter.dtype_policy("mixed_float16", fake) as active:
+        assert active == "mixed_float16"
+        raise RuntimeError("inside the block")
     assert fake.config.dtype_policy() == "float32"

@@ -17,7 +17,8 @@ import contextlib
 import importlib
 import os
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 

@@ -7,7 +7,8 @@ Importing this package imports no framework.
 
 from __future__ import annotations
 
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 from ...frameworks.keras import dtype_policy
 from .autocast import (
@@ -39,7 +40,7 @@ from .autocast import (
 from .loss_scale import DynamicScale, ScaleMismatch, check_scale, scaled_gradient
 
 
-def keras_policy(keras: Any, name: str) -> ContextManager[Any]:
+def keras_policy(keras: Any, name: str) -> AbstractContextManager[Any]:
     """Set Keras's global dtype policy for a block and restore the previous one after it
     (:func:`frameworks.keras.dtype_policy`)."""
     return dtype_policy(name, keras)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import collections
 import linecache
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence, Union
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -80,7 +81,7 @@ class PythonFor:
     body: tuple[Stmt, ...]
 
 
-Stmt = Union[Unary, Affine, Dense, TensorIf, PythonIf, TensorWhile, TensorFor, PythonFor]
+Stmt = Unary | Affine | Dense | TensorIf | PythonIf | TensorWhile | TensorFor | PythonFor
 TENSOR_FLOW = (TensorIf, TensorWhile, TensorFor)
 
 
@@ -96,7 +97,7 @@ UNARY: dict[str, tuple[str, str, Callable[[np.ndarray], np.ndarray], Callable[[n
     "sigmoid": ("tf.sigmoid(x)", "torch.sigmoid(x)", _sigmoid, lambda x: _sigmoid(x) * (1.0 - _sigmoid(x)),
                 "Sigmoid", "SigmoidBackward0"),
 }
-MARKER_OPS = tuple(v[4] for v in UNARY.values()) + ("Relu", "MatMul")
+MARKER_OPS = (*(v[4] for v in UNARY.values()), "Relu", "MatMul")
 AUTOGRAD_NODES = {v[5]: k for k, v in UNARY.items()} | {"ReluBackward0": "relu", "MmBackward0": "matmul"}
 
 
@@ -141,7 +142,7 @@ class FlowProgram:
         exec(compile(source, filename, "exec"), scope)
         fn = scope[name]
         fn.source = source
-        return fn  # type: ignore[no-any-return]
+        return fn
 
     # ------------------------------------------------------------------ numpy interpreter
 
@@ -308,7 +309,7 @@ def _render(body: Sequence[Stmt], fw: str, ind: str, names: _Names) -> list[str]
             lines.append(f"{ind}n{k} = {choice}")
             if isinstance(s, TensorWhile):
                 lines += [f"{ind}i{k} = tf.constant(0)" if tf else f"{ind}i{k} = 0", f"{ind}while i{k} < n{k}:"]
-                lines += _render(s.body, fw, ind + "    ", names) + [f"{ind}    i{k} += 1"]
+                lines += [*_render(s.body, fw, ind + "    ", names), f"{ind}    i{k} += 1"]
             else:
                 lines.append(f"{ind}for t{k} in {'tf.range' if tf else 'range'}(n{k}):")
                 lines += _render(s.body, fw, ind + "    ", names) or [f"{ind}    pass"]
@@ -447,7 +448,7 @@ def _flow_statement(depth: int, size: int, dense: bool, tensor_only: bool = Fals
     thr = st.sampled_from(THRESHOLDS)
     # Distinct trip counts: equal ones make the choice a constant that compilers fold away.
     trips = st.tuples(st.integers(0, 3), st.integers(0, 2)).map(lambda t: (t[0], t[1] + (t[1] >= t[0])))
-    kinds = [
+    kinds: list[st.SearchStrategy[Stmt]] = [
         st.builds(TensorIf, thr, inner, maybe_empty),
         st.builds(TensorWhile, thr, trips, inner),
         st.builds(TensorFor, thr, trips, inner),

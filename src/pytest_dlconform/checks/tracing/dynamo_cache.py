@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import linecache
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -144,7 +145,7 @@ def fresh_function(namespace: dict[str, Any], body: str, prefix: str = "dlconfor
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     scope = dict(namespace, __name__=f"dlconform_generated_{n}")
     exec(compile(source, filename, "exec"), scope)
-    return scope[name]  # type: ignore[no-any-return]
+    return scope[name]
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence, Union
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -106,7 +107,7 @@ class LiteralType:
         return repr(self.value)
 
 
-TraceType = Union[TensorType, LiteralType]
+TraceType = TensorType | LiteralType
 Signature = tuple[TraceType, ...]
 
 

@@ -6,7 +6,8 @@ Importing this module imports no framework.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ... import evidence
 

@@ -17,10 +17,12 @@ Importing this module imports no framework.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from ...frameworks import adapter
 from ...frameworks import keras as keras_adapter
 
 LR = 0.1  # SGD learning rate of the training claims: an update well above rounding
@@ -186,10 +188,8 @@ def _torch_float(model: Any) -> Any:
 
 
 def _np(t: Any) -> np.ndarray:
-    t = t.detach().cpu()
-    if str(t.dtype) == "torch.bfloat16":
-        t = t.float()
-    return t.numpy().copy()
+    """A torch tensor as an array of its own (the torch adapter's conversion, then a copy)."""
+    return adapter("torch").numpy(t).copy()
 
 
 # ---------------------------------------------------------------- keras
@@ -226,7 +226,8 @@ class KerasOps:
         return self.outputs(model(list(args) if len(args) > 1 else args[0], training=training))
 
     def forward(self, model: Any, inputs: Sequence[np.ndarray], *, training: bool) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v.numpy()) for k, v in self.call(model, self.tensors(model, inputs), training=training).items()}
+        outs = self.call(model, self.tensors(model, inputs), training=training)
+        return {k: keras_adapter.to_numpy(v) for k, v in outs.items()}
 
     @staticmethod
     def named(model: Any, trainable_only: bool = False) -> dict[str, Any]:
@@ -245,7 +246,7 @@ class KerasOps:
         return self.named(model, trainable_only=True)
 
     def state(self, model: Any) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v.numpy()) for k, v in self.named(model).items()}
+        return {k: keras_adapter.to_numpy(v) for k, v in self.named(model).items()}
 
     def load_state(self, model: Any, state: dict[str, np.ndarray]) -> None:
         mine = self.named(model)
@@ -266,7 +267,7 @@ class KerasOps:
         variables = list(named.values())
         floats = [i for i, a in enumerate(inputs) if _floating(a)]
         names = [f"variable {k}" for k in named] + [f"model input {i}" for i in floats]
-        xs = [np.asarray(v.numpy(), np.float64) for v in variables] + [inputs[i].astype(np.float64) for i in floats]
+        xs = [keras_adapter.to_numpy(v).astype(np.float64) for v in variables] + [inputs[i].astype(np.float64) for i in floats]
         dtype = self.dtype_of(model)
         n = len(variables)
 
@@ -283,20 +284,22 @@ class KerasOps:
             return tf.concat([tf.reshape(o, [-1]) for o in outs.values()], 0), given
 
         def f(values: list[np.ndarray]) -> np.ndarray:
-            return np.asarray(run(values)[0].numpy())
+            return keras_adapter.to_numpy(run(values)[0])
 
         def vjp(values: list[np.ndarray], w: np.ndarray) -> list[np.ndarray]:
             with tf.GradientTape() as tape:
                 out, given = run(values, tape)
             grads = tape.gradient(out, variables + given, output_gradients=tf.constant(w.astype(dtype)))
-            return [np.zeros(x.shape) if g is None else np.asarray(tf.convert_to_tensor(g).numpy()) for g, x in zip(grads, values)]
+            # to_numpy densifies a tf.IndexedSlices (the gradient of a gather)
+            return [np.zeros(x.shape) if g is None else keras_adapter.to_numpy(g) for g, x in zip(grads, values)]
 
         return names, xs, f, vjp
 
     def per_row_loss(self, model: Any, args: Sequence[Any], y: Any) -> Any:
         tf = self.tf
         out = next(iter(self.call(model, args, training=False).values()))
-        diff = tf.cast(out, tf.float32 if out.dtype == tf.float16 else out.dtype) - tf.cast(y, tf.float32 if out.dtype == tf.float16 else out.dtype)
+        wide = tf.float32 if out.dtype == tf.float16 else out.dtype
+        diff = tf.cast(out, wide) - tf.cast(y, wide)
         return tf.reduce_sum(tf.reshape(tf.square(diff), [tf.shape(out)[0], -1]), axis=1)
 
     def grads(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *,
@@ -309,7 +312,7 @@ class KerasOps:
                                                            [tf.shape(out)[0], -1]), axis=1))
         named = self.params(model)
         grads = tape.gradient(loss, list(named.values()))
-        return {k: np.zeros(v.shape) if g is None else np.asarray(tf.convert_to_tensor(g).numpy())
+        return {k: np.zeros(v.shape) if g is None else keras_adapter.to_numpy(g)
                 for (k, v), g in zip(named.items(), grads)}
 
     def sgd_step(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *,
@@ -323,7 +326,7 @@ class KerasOps:
         named = self.params(model)
         variables = list(named.values())
         opt.apply(tape.gradient(scaled, variables), variables)
-        return {k: np.asarray(v.numpy()) for k, v in named.items()}
+        return {k: keras_adapter.to_numpy(v) for k, v in named.items()}
 
 
 def keras_policy(name: str) -> Any:

@@ -6,7 +6,8 @@ Importing this module imports no framework.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -127,8 +128,8 @@ def load_and_run(fmt: str, path: str, inputs: Sequence[np.ndarray], ref: str, se
         import keras
 
         model = keras.models.load_model(path)
-        ops = KerasOps()
-        return ops.forward(model, inputs, training=False), ops.state(model)
+        keras_ops = KerasOps()
+        return keras_ops.forward(model, inputs, training=False), keras_ops.state(model)
     if fmt in ("savedmodel", "keras-export"):
         import tensorflow as tf
 
@@ -140,10 +141,10 @@ def load_and_run(fmt: str, path: str, inputs: Sequence[np.ndarray], ref: str, se
         names = list(names or sig)
         outs = fn(**{n: tf.constant(a, dtype=sig[n][0]) for n, a in zip(names, inputs)})
         outs = {k: np.asarray(v.numpy()) for k, v in sorted(outs.items())}
-        state = None
+        named: dict[str, np.ndarray] | None = None
         if fmt == "savedmodel":
-            state = {str(k): np.asarray(v.numpy()) for k, v in obj.state.items()}
-        return {f"output_{j}": v for j, v in enumerate(outs.values())}, state
+            named = {str(k): np.asarray(v.numpy()) for k, v in obj.state.items()}
+        return {f"output_{j}": v for j, v in enumerate(outs.values())}, named
     if fmt == "tflite":
         import tensorflow as tf
 
@@ -180,7 +181,11 @@ def fresh_main(job_path: str) -> list[dict[str, Any]]:
         inputs = [np.load(p) for p in entry["inputs"]]
         outs, state = load_and_run(entry["format"], str(art.main), inputs, entry["ref"], entry["seed"],
                                    names=entry.get("names"))
-        np.savez(Path(entry["out"]) / "outputs.npz", **outs)
-        np.savez(Path(entry["out"]) / "state.npz", **{_key(k): v for k, v in (state or {}).items()})
+        # Arrays typed Any: numpy's stubs read **arrays as a candidate for savez's allow_pickle (numpy >= 2.1),
+        # and spelling that keyword out would save it as an array on older numpy (the tfx and tfjs envs).
+        arrays: dict[str, Any] = dict(outs)
+        np.savez(Path(entry["out"]) / "outputs.npz", **arrays)
+        named: dict[str, Any] = {_key(k): v for k, v in (state or {}).items()}
+        np.savez(Path(entry["out"]) / "state.npz", **named)
         report.append({"has_state": state is not None})
     return report

@@ -6,7 +6,8 @@ Importing this module imports no framework.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from .adapters import LR, KerasOps, TorchOps, _np
 REFUSED = "__refused__"  # a rank's answer when DDP/FSDP refuses to wrap the model
 
 
-def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, np.ndarray]:
+def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
     """DDP or FSDP2 (``payload["wrap"]``) over the group: this rank's contiguous share of the
     global batch, one SGD step; the full parameters by name come back."""
     import torch

@@ -13,7 +13,8 @@ Importing this module imports no framework.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def error_terms(model: Any, inputs: Sequence[np.ndarray], framework: str) -> tup
         with_params = [m for m in leaves if list(m.parameters(recurse=False))]
         fans = [int(np.prod(p.shape[1:])) for p in model.parameters() if p.ndim >= 2]
     else:
-        leaves = [layer for layer in _keras_leaves(model)]
+        leaves = _keras_leaves(model)
         with_params = [layer for layer in leaves if layer.weights]
         fans = [int(np.prod(v.shape[:-1])) for v in model.trainable_variables if len(v.shape) >= 2]
     ops = 3 * len(with_params) + (len(leaves) - len(with_params))
