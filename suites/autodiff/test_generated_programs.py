@@ -18,11 +18,16 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.gradients import InconclusiveCheck, check_jvp_vjp_consistency, check_vjp
-from pytest_dlconform.checks.numerics import assert_close, tolerance
-from pytest_dlconform.inputs import budget
-from pytest_dlconform.programs import (
+from pytest_dlconform.api import (
+    InconclusiveCheck,
+    assert_close,
+    budget,
+    check_jvp_vjp_consistency,
+    check_vjp,
+    evidence,
+    tolerance,
+)
+from pytest_dlconform.api.programs import (
     LAYOUTS,
     TF_FORWARD_MODE,
     TORCH_FLOAT64_GRADIENT,
@@ -90,7 +95,7 @@ def test_reverse_mode_matches_finite_differences(dl_framework, dl_device, data, 
 @budget(10)
 @given(case=CASES["torch"], layout=st.sampled_from(LAYOUTS[1:]), seed=st.integers(0, 2**16))
 def test_torch_gradients_do_not_depend_on_memory_layout(torch, dl_device, case, layout, seed):
-    from pytest_dlconform.frameworks import adapter
+    from pytest_dlconform.api import adapter
 
     w = np.random.default_rng(seed).standard_normal(case.program.output_shape)
     _, vjp, _ = _funcs(adapter("torch"), case, dl_device)
@@ -117,7 +122,7 @@ def test_forward_and_reverse_mode_agree(dl_framework, dl_device, data, seed):
 @pytest.mark.claim("autodiff.cross-framework")
 @given(case=BOTH, seed=st.integers(0, 2**16))
 def test_tensorflow_and_torch_give_the_same_gradient(tf, torch, dl_device, case, seed):
-    from pytest_dlconform.frameworks import adapter
+    from pytest_dlconform.api import adapter
 
     w = np.random.default_rng(seed).standard_normal(case.program.output_shape)
     grads = {}

@@ -15,9 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.gradients import check_vjp
-from pytest_dlconform.checks.numerics import assert_close, tolerance
+from pytest_dlconform.api import assert_close, check_vjp, evidence, tolerance
 
 
 @pytest.mark.claim("autodiff.gradient.float64-backward")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
+from pytest_dlconform.api import assert_close, assert_equal, tolerance
 
 
 def _cube_grad(dl_framework, x: float, dtype: str) -> float:

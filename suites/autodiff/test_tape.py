@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.numerics import assert_close, tolerance
-from pytest_dlconform.inputs import budget, float_arrays, shapes
+from pytest_dlconform.api import assert_close, budget, float_arrays, shapes, tolerance
 
 F64 = tolerance("float64", ops=4)
 

@@ -14,15 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.pipelines import (
+from pytest_dlconform.api import budget, evidence
+from pytest_dlconform.api.pipelines import (
     assert_batches_equal,
     assert_buffered_shuffle,
     assert_permutation,
     reference_batches,
     same_order_bound,
 )
-from pytest_dlconform.inputs import budget
 
 PREFETCH = st.sampled_from([None, 0, 1, 3, "autotune"])
 

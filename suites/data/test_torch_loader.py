@@ -19,16 +19,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.pipelines import (
+from pytest_dlconform.api import TEST_ALPHA, assert_frequencies, budget, evidence
+from pytest_dlconform.api.pipelines import (
     assert_batches_equal,
     assert_partition,
     assert_permutation,
     assert_worker_seeds,
     reference_batches,
 )
-from pytest_dlconform.checks.stats import TEST_ALPHA, assert_frequencies
-from pytest_dlconform.inputs import budget
 
 DRAWS = 60000  # per random-sampler frequency test
 TIMEOUT = 60  # seconds per batch from workers: a hung worker is an error, not a hang

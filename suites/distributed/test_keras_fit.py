@@ -17,12 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence
-from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.distribution import TrainCase, TrainResult
-from pytest_dlconform.distribution.cases import expensive, fit_case
-from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.api import HarnessError, evidence
+from pytest_dlconform.api import distribution as dist
+from pytest_dlconform.api import reductions as oracle
+from pytest_dlconform.api.distribution import TrainCase, TrainResult, expensive, fit_case
 
 from . import tf_programs
 

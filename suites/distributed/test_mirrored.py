@@ -14,12 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence, not_applicable
-from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.distribution import TrainCase
-from pytest_dlconform.distribution.cases import expensive, model_case
-from pytest_dlconform.inputs import budget, shapes
+from pytest_dlconform.api import budget, evidence, not_applicable, shapes
+from pytest_dlconform.api import distribution as dist
+from pytest_dlconform.api import reductions as oracle
+from pytest_dlconform.api.distribution import TrainCase, expensive, model_case
 
 from . import tf_programs
 

@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence
+from pytest_dlconform.api import distribution as dist
+from pytest_dlconform.api import evidence
 
 from . import tf_programs
 

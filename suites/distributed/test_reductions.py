@@ -19,12 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence
-from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.distribution import Outcome, ReduceCase
-from pytest_dlconform.distribution.cases import TF_APIS, TF_DTYPES, TORCH_APIS, TORCH_DTYPES, reduce_batches
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import budget, evidence
+from pytest_dlconform.api import distribution as dist
+from pytest_dlconform.api import reductions as oracle
+from pytest_dlconform.api.distribution import TF_APIS, TF_DTYPES, TORCH_APIS, TORCH_DTYPES, Outcome, ReduceCase, reduce_batches
 
 from . import tf_programs, torch_programs
 

@@ -17,12 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence
-from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.distribution import TrainCase, TrainResult
-from pytest_dlconform.distribution.cases import expensive, tf_loop_case, torch_case
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import budget, evidence
+from pytest_dlconform.api import distribution as dist
+from pytest_dlconform.api import reductions as oracle
+from pytest_dlconform.api.distribution import TrainCase, TrainResult, expensive, tf_loop_case, torch_case
 
 from . import tf_programs, torch_programs
 

@@ -14,9 +14,9 @@ import datetime
 
 import pytest
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence
-from pytest_dlconform.harness.groups import ClusterError
+from pytest_dlconform.api import distribution as dist
+from pytest_dlconform.api import evidence
+from pytest_dlconform.api.harness import ClusterError
 
 from . import torch_programs
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence
+from pytest_dlconform.api import distribution as dist
+from pytest_dlconform.api import evidence
 
 
 @pytest.mark.claim("distributed.tpu.requires-tpu")

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_dlconform.distribution import (
+from pytest_dlconform.api import HarnessError
+from pytest_dlconform.api.distribution import (
     Outcome,
     ReduceCase,
     TrainCase,
@@ -24,8 +25,7 @@ from pytest_dlconform.distribution import (
     keras_optimizer,
     tf_module,
 )
-from pytest_dlconform.frameworks import HarnessError
-from pytest_dlconform.harness.rank import WorkerContext
+from pytest_dlconform.api.harness import WorkerContext
 
 # --------------------------------------------------------------------------- reductions
 

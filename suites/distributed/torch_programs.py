@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_dlconform.distribution import (
+from pytest_dlconform.api import HarnessError
+from pytest_dlconform.api.distribution import (
     Outcome,
     ReduceCase,
     TrainCase,
@@ -26,8 +27,7 @@ from pytest_dlconform.distribution import (
     torch_optimizer,
     torch_weights,
 )
-from pytest_dlconform.frameworks import HarnessError
-from pytest_dlconform.harness.rank import WorkerContext
+from pytest_dlconform.api.harness import WorkerContext
 
 # --------------------------------------------------------------------------- collectives
 

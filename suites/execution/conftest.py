@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform.frameworks import keras as keras_adapter
+from pytest_dlconform.api import keras as keras_adapter
 
 
 def _per_worker_compiler_caches() -> None:

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.numerics import assert_close, tolerance
-from pytest_dlconform.checks.tracing import (
+from pytest_dlconform.api import assert_close, budget, evidence, tolerance
+from pytest_dlconform.api.tracing import (
     MARKER_OPS,
     ambiguity,
     check_counts,
@@ -26,7 +25,6 @@ from pytest_dlconform.checks.tracing import (
     flow_programs,
     tf_graph_op_counts,
 )
-from pytest_dlconform.inputs import budget
 
 FLOATS = ("float32", "float64")
 CODE_KEYS = ("if_stmt", "while_stmt", "for_stmt")

@@ -20,16 +20,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence, not_applicable
-from pytest_dlconform.checks.tracing import (
+from pytest_dlconform.api import budget, evidence, not_applicable
+from pytest_dlconform.api.programs import LAYOUTS, Op, Program, ProgramCase, input_recipes, program_cases
+from pytest_dlconform.api.tracing import (
     CountingBackend,
     assert_within,
     check_compile_counts,
     fresh_function,
     program_error_bound,
 )
-from pytest_dlconform.inputs import budget
-from pytest_dlconform.programs import LAYOUTS, Op, Program, ProgramCase, input_recipes, program_cases
 
 FLOATS = ("float32", "float64")
 # The backends torch.compile documents (torch.compiler.list_backends, debug ones included).

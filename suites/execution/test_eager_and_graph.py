@@ -10,9 +10,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.numerics import UNIT_ROUNDOFF, assert_close, tolerance
-from pytest_dlconform.checks.tracing import (
+from pytest_dlconform.api import UNIT_ROUNDOFF, assert_close, budget, evidence, tolerance
+from pytest_dlconform.api.programs import ProgramCase, input_recipes, programs
+from pytest_dlconform.api.tracing import (
     ambiguity,
     assert_within,
     check_constant_folding,
@@ -20,8 +20,6 @@ from pytest_dlconform.checks.tracing import (
     flow_programs,
     program_error_bound,
 )
-from pytest_dlconform.inputs import budget
-from pytest_dlconform.programs import ProgramCase, input_recipes, programs
 
 
 def error_bound(case: Any, dtype: str, device: str) -> float:

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.numerics import assert_close, tolerance
-from pytest_dlconform.checks.tracing import (
+from pytest_dlconform.api import assert_close, budget, evidence, tolerance
+from pytest_dlconform.api.programs import program_cases
+from pytest_dlconform.api.tracing import (
     Arg,
     array_args,
     assert_within,
@@ -26,8 +26,6 @@ from pytest_dlconform.checks.tracing import (
     program_error_bound,
     python_args,
 )
-from pytest_dlconform.inputs import budget
-from pytest_dlconform.programs import program_cases
 
 FLOATS = ("float32", "float64")
 CASES = program_cases(max_ops=4, n_inputs=(1, 2), max_side=4)

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.numerics import assert_close, tolerance
-from pytest_dlconform.checks.tracing import (
+from pytest_dlconform.api import assert_close, budget, evidence, tolerance
+from pytest_dlconform.api.tracing import (
     ambiguity,
     autograd_node_counts,
     check_counts,
@@ -26,7 +25,6 @@ from pytest_dlconform.checks.tracing import (
     flow_programs,
     torchscript_node_counts,
 )
-from pytest_dlconform.inputs import budget
 
 AUTOGRAD_OPS = ("sin", "cos", "tanh", "sigmoid", "relu", "matmul")
 

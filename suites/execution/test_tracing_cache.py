@@ -14,8 +14,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.tracing import (
+from pytest_dlconform.api import budget, evidence
+from pytest_dlconform.api.tracing import (
     Arg,
     TensorType,
     array_args,
@@ -24,7 +24,6 @@ from pytest_dlconform.checks.tracing import (
     python_args,
     shapes_of,
 )
-from pytest_dlconform.inputs import budget
 
 FLOATS = ("float32", "float64")
 T = Arg.tensor

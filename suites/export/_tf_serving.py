@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_dlconform.checks.roundtrip import tf_signature
+from pytest_dlconform.api.roundtrip import tf_signature
 
 
 @dataclass(frozen=True)

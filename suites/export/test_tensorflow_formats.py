@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence, not_applicable, serving
-from pytest_dlconform.checks import roundtrip as rt
+from pytest_dlconform.api import evidence, not_applicable, serving
+from pytest_dlconform.api import roundtrip as rt
 
 from ._tf_serving import serving_layout, tf_serving_rest_predict
 

@@ -19,9 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence, not_applicable
-from pytest_dlconform.checks import roundtrip as rt
-from pytest_dlconform.checks import tfjs
+from pytest_dlconform.api import evidence, not_applicable, tfjs
+from pytest_dlconform.api import roundtrip as rt
 
 BATCHES = st.lists(st.integers(1, 6), min_size=1, max_size=3)
 SEEDS = st.integers(0, 2**32 - 1)
@@ -277,7 +276,7 @@ OPS: dict[str, tuple[Callable[[Any, Any], Any], float, float, int, int]] = {
 def test_tf_function_op_converts_and_predicts(tf, tmp_path, dl_settings, dl_device, op):
     """A tf.function of one op, saved as a SavedModel: converted, or refused per op with the converter's words."""
     _ready(tf)
-    from pytest_dlconform.checks.numerics import combined, tolerance
+    from pytest_dlconform.api import combined, tolerance
 
     fn, lo, hi, ops, red = OPS[op]
     mod = tf.Module()

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from pytest_dlconform import evidence, fresh, not_applicable
+from pytest_dlconform.api import evidence, fresh, not_applicable
 
 ROWS = 300
 # LocalDagRunner runs seven components on Beam's DirectRunner: minutes on 2 shared cores.
@@ -30,7 +30,7 @@ def _ready(tf: object) -> None:
 @pytest.mark.claim("export.tfx.pipeline")
 def test_pipeline_pushes_a_model_that_transforms_at_serving_like_at_training(tf, tmp_path, dl_seed):
     _ready(tf)
-    from pytest_dlconform.checks import tfx as px
+    from pytest_dlconform.api import tfx as px
 
     data_dir, serving_dir = tmp_path / "data", tmp_path / "serving"
     raw = px.write_csv(data_dir / "data.csv", ROWS, dl_seed)

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence, not_applicable
-from pytest_dlconform.checks import roundtrip as rt
+from pytest_dlconform.api import evidence, not_applicable
+from pytest_dlconform.api import roundtrip as rt
 
 BATCHES = st.lists(st.integers(1, 6), min_size=1, max_size=3)
 SEEDS = st.integers(0, 2**32 - 1)

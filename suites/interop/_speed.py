@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_dlconform.checks.crossframework import (
+from pytest_dlconform.api.crossframework import (
     Case,
     Result,
     keras_loss,
@@ -23,7 +23,7 @@ from pytest_dlconform.checks.crossframework import (
     torch_model,
     torch_trainables,
 )
-from pytest_dlconform.checks.crossframework import to_float64 as _np
+from pytest_dlconform.api.crossframework import to_float64 as _np
 
 
 @dataclass

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform.checks.crossframework import keras_in_process
+from pytest_dlconform.api.crossframework import keras_in_process
 
 
 @pytest.fixture(scope="session")

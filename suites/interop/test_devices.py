@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import not_applicable
-from pytest_dlconform.checks import crossframework as cf
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import budget, not_applicable
+from pytest_dlconform.api import crossframework as cf
 
 
 def no_gpu_reason(tf, torch, dl_device: str, requested: str) -> str:

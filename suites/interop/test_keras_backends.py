@@ -29,10 +29,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import evidence, not_applicable
-from pytest_dlconform.checks import crossframework as cf
-from pytest_dlconform.frameworks import HarnessError
-from pytest_dlconform.inputs import scaled
+from pytest_dlconform.api import HarnessError, evidence, not_applicable, scaled
+from pytest_dlconform.api import crossframework as cf
 
 RUNS = cf.KERAS_RUNS  # the child's environment per run (tensorflow, torch, jax, jax-x64)
 FLOAT32_RUNS = ("tensorflow", "torch", "jax")

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks import crossframework as cf
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import budget
+from pytest_dlconform.api import crossframework as cf
 
 
 @pytest.mark.claim("interop.same-model")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks import crossframework as cf
-from pytest_dlconform.checks.numerics import combined
+from pytest_dlconform.api import combined, evidence
+from pytest_dlconform.api import crossframework as cf
 
 from ._speed import speed_steps, time_per_call
 

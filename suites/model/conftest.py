@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from pytest_dlconform.cluster import GroupPool
+from pytest_dlconform.api.harness import GroupPool
 
 MARKER = "dl_model_variants"
 

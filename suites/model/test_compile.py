@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlconform import evidence, usermodels
-from pytest_dlconform.checks import usermodel as ops
+from pytest_dlconform.api import evidence, usermodels
+from pytest_dlconform.api import usermodel as ops
 
 MODES = ("torch-compile", "tf-function", "tf-function-xla")
 
@@ -22,11 +22,11 @@ def _torch(dl_model, dl_seed):
     torch._dynamo.reset()
     compiled = torch.compile(um.model)
     with torch.no_grad():
-        out = {k: ops._np(v) for k, v in fw.call(compiled, fw.tensors(um.model, inputs), training=False).items()}
+        out = {k: ops.to_numpy(v) for k, v in fw.call(compiled, fw.tensors(um.model, inputs), training=False).items()}
     um.model.zero_grad(set_to_none=True)
     y = torch.tensor(targets, dtype=torch.float32)
     fw.loss(compiled, fw.tensors(um.model, inputs), y).backward()
-    grads = {n: ops._np(p.grad) for n, p in fw.params(um.model).items()}
+    grads = {n: ops.to_numpy(p.grad) for n, p in fw.params(um.model).items()}
     torch._dynamo.reset()
     return um, inputs, (eager_out, eager_grads), (out, grads)
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pytest_dlconform import usermodels
-from pytest_dlconform.checks import usermodel as ops
-from pytest_dlconform.checks.roundtrip import assert_same_outputs, assert_same_state
 import pytest
+
+from pytest_dlconform.api import usermodel as ops
+from pytest_dlconform.api import usermodels
+from pytest_dlconform.api.roundtrip import assert_same_outputs, assert_same_state
 
 
 @pytest.mark.claim("model.determinism.seeded")

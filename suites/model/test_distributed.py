@@ -6,11 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform import evidence, not_applicable, usermodels
-from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.checks import usermodel as ops
-from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.api import HarnessError, evidence, not_applicable, usermodels
+from pytest_dlconform.api import distribution as dist
+from pytest_dlconform.api import reductions as oracle
+from pytest_dlconform.api import usermodel as ops
 
 
 def _batch(dl_model, um, seed, n):

@@ -10,10 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from pytest_dlconform import evidence, not_applicable, usermodels
-from pytest_dlconform.checks import roundtrip as rt
-from pytest_dlconform.checks import usermodel as ops
-from pytest_dlconform.fresh import run_python
+from pytest_dlconform.api import evidence, not_applicable, run_python, usermodels
+from pytest_dlconform.api import roundtrip as rt
+from pytest_dlconform.api import usermodel as ops
 
 FORMATS = ops.TORCH_FORMATS + ops.KERAS_FORMATS
 PACKAGES = {"onnx": ("onnx", "onnxscript", "onnxruntime")}
@@ -22,7 +21,7 @@ PACKAGES = {"onnx": ("onnx", "onnxscript", "onnxruntime")}
 def _nonpersistent_buffers(model) -> dict[str, np.ndarray]:
     """Buffers registered with persistent=False: not in the module's state_dict (Module.register_buffer)."""
     kept = set(model.state_dict())
-    return {n: ops._np(b) for n, b in model.named_buffers() if n not in kept}
+    return {n: ops.to_numpy(b) for n, b in model.named_buffers() if n not in kept}
 
 
 def _pin_torchscript_buffers(state, extra, label):
@@ -99,6 +98,6 @@ def test_export_round_trip(dl_model, fmt, dl_seed, tmp_path, dl_settings):
     with np.load(folder / "outputs.npz") as z:
         fresh_outs = {k: z[k] for k in z.files}
     with np.load(folder / "state.npz") as z:
-        fresh_state = {rt._unkey(k): z[k] for k in z.files}
+        fresh_state = {rt.unkey(k): z[k] for k in z.files}
     _compare(fresh_outs, fresh_state if fmt not in ops.NO_NAMED_STATE else None, expected_outs, expected_state, tol,
              fmt, what, "fresh interpreter", extra)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_dlconform import evidence, usermodels
-from pytest_dlconform.checks import usermodel as ops
-from pytest_dlconform.checks.gradients import check_vjp
+from pytest_dlconform.api import check_vjp, evidence, usermodels
+from pytest_dlconform.api import usermodel as ops
 
 
 @pytest.mark.claim("model.gradients.finite-differences")

@@ -5,10 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_dlconform import usermodels
-from pytest_dlconform.checks import usermodel as ops
-from pytest_dlconform.checks.numerics import assert_equal
-from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.api import HarnessError, assert_equal, usermodels
+from pytest_dlconform.api import usermodel as ops
 
 
 def _low(dl_model):
@@ -50,7 +48,7 @@ def _keras_mixed(dl_model, dl_seed):
 
 
 def _require_policy(model):
-    computes = {getattr(layer, "compute_dtype", None) for layer in ops._keras_leaves(model) if layer.weights}
+    computes = {getattr(layer, "compute_dtype", None) for layer in ops.keras_leaves(model) if layer.weights}
     if "float16" not in computes:
         raise HarnessError(f"the model built under the mixed_float16 policy computes in {sorted(map(str, computes))}: "
                            "let the factory's layers follow keras.config.dtype_policy() (pass no dtype to them)")

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_dlconform.frameworks import adapter
+from pytest_dlconform.api import adapter
 
 
 def host(t: Any) -> np.ndarray:

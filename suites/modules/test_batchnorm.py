@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks import module_references as ref
-from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_close, assert_equal, budget, tolerance
+from pytest_dlconform.api import module_references as ref
 
 from ._host import host
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_dlconform import evidence, not_applicable
+from pytest_dlconform.api import evidence, not_applicable
 
 CLAIM = "modules.bert.finetune"
 VOCAB, LENGTH, TRAIN, EVAL, BATCH, EPOCHS = 48, 8, 256, 128, 32, 3

@@ -13,10 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence, not_applicable
-from pytest_dlconform.checks.numerics import assert_equal
-from pytest_dlconform.determinism import deterministic_kernels
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_equal, budget, deterministic_kernels, evidence, not_applicable
 
 from ._host import host
 

@@ -13,9 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.numerics import UNIT_ROUNDOFF, assert_equal
-from pytest_dlconform.checks.stats import TEST_ALPHA, check_dropout, dropout_elements
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import TEST_ALPHA, UNIT_ROUNDOFF, assert_equal, budget, check_dropout, dropout_elements
 
 from ._host import host
 

@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.module_references import early_stopping
-from pytest_dlconform.checks.numerics import assert_equal
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_equal, budget
+from pytest_dlconform.api.module_references import early_stopping
 
 CLAIM = "modules.early-stopping"
 # Values on a grid of 1/8 (exact in float32, which Keras compares in) and min_delta values
@@ -118,6 +117,6 @@ def test_fit_runs_the_epochs_its_history_implies(tf, patience, min_delta, restor
     want = expected.best_epoch if restore else len(losses) - 1
     for got, exp in zip(model.get_weights(), snapshots[want]):
         assert_equal(got, exp, what=f"final weights vs epoch {want} (restore_best_weights={restore})")
-    from pytest_dlconform import evidence
+    from pytest_dlconform.api import evidence
 
     evidence.note(epochs_run=len(losses), stopped_early=expected.stopped, best_epoch=expected.best_epoch)

@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.module_references import generator_forward
-from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_close, assert_equal, budget, tolerance
+from pytest_dlconform.api.module_references import generator_forward
 
 from ._host import host
 

@@ -12,9 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
-from pytest_dlconform.determinism import deterministic_kernels
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_close, assert_equal, budget, deterministic_kernels, tolerance
 
 CLAIM = "modules.keras.apis"
 ACTIVATIONS = {"linear": lambda a: a, "relu": lambda a: np.maximum(a, 0), "tanh": np.tanh,

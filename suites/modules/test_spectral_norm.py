@@ -17,8 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_close, assert_equal, budget, tolerance
 
 from ._host import host
 
@@ -53,7 +52,7 @@ def _assert_unit_norm(w: np.ndarray, rows: int, cols: int, what: str, where: tup
 def _assert_not_below_one(w: np.ndarray, rows: int, cols: int, what: str, where: tuple[str, str]) -> None:
     __tracebackhide__ = True
     sigma, tol = _sigma_max(w), _sigma_tol(rows, cols, *where).rtol
-    from pytest_dlconform import evidence
+    from pytest_dlconform.api import evidence
 
     evidence.check(what, observed=max(0.0, 1.0 - sigma), tolerance=tol)
     assert sigma >= 1.0 - tol, f"{what}: largest singular value {sigma!r}, but should be >= 1 (up to {tol:.2e})"

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.numerics import assert_equal
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_equal, budget
 
 from ._host import host
 

@@ -17,9 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.gradients import check_vjp
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import budget, check_vjp, evidence
 
 from ._host import host
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform.frameworks import keras as keras_adapter
+from pytest_dlconform.api import keras as keras_adapter
 
 
 @pytest.fixture(scope="session")

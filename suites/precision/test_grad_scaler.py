@@ -9,10 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence
-from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
-from pytest_dlconform.checks.precision import DynamicScale, check_scale, device_of, low_dtypes, scaled_gradient
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_close, assert_equal, budget, evidence, tolerance
+from pytest_dlconform.api.precision import DynamicScale, check_scale, device_of, low_dtypes, scaled_gradient
 
 STEP_KINDS = ("finite", "inf", "nan")
 

@@ -13,10 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import devices, evidence, not_applicable
-from pytest_dlconform.checks.numerics import assert_close, assert_equal, tolerance
-from pytest_dlconform.checks.precision import DynamicScale, check_scale, keras_policy
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_close, assert_equal, budget, devices, evidence, not_applicable, tolerance
+from pytest_dlconform.api.precision import DynamicScale, check_scale, keras_policy
 
 LOW = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 KINDS = ("dense", "conv", "layernorm", "batchnorm")

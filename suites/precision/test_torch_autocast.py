@@ -11,11 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform import evidence, not_applicable
-from pytest_dlconform.checks import precision as ref
-from pytest_dlconform.checks.numerics import assert_equal
-from pytest_dlconform.checks.precision import device_of, low_dtypes
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.api import assert_equal, budget, evidence, not_applicable
+from pytest_dlconform.api import precision as ref
+from pytest_dlconform.api.precision import device_of, low_dtypes
 
 
 @pytest.mark.claim("precision.torch.autocast")

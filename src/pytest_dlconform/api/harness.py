@@ -1,0 +1,23 @@
+"""Processes, groups and clusters the distributed suites use: the per-worker pool of
+process groups and clusters, a rank's context, and the error a dead group raises.
+
+Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports only.
+"""
+
+from __future__ import annotations
+
+from ..harness.groups import (
+    ClusterError,
+)
+from ..harness.pool import (
+    GroupPool,
+)
+from ..harness.rank import (
+    WorkerContext,
+)
+
+__all__ = [
+    "ClusterError",
+    "GroupPool",
+    "WorkerContext",
+]
