@@ -20,7 +20,8 @@ hypothesis's own limit. A cut-short shrink is recorded in the test's evidence.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 CI_EXAMPLES = 20  # max_examples of the ci profile, the unit budgets are written in
 ATTR = "_dlconform_ci_examples"

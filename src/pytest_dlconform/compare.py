@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from . import divergences as known
 from . import results
@@ -482,7 +483,7 @@ def _headline(c: Comparison) -> str:
                        if getattr(c, attr) and attr not in ("regressed", "held_to_error"))
     if c.regressed:
         names = ", ".join(sorted({ch.claim for ch in c.regressed}))
-        return f"REGRESSED: {len(c.regressed)} cell(s) of {len(set(ch.claim for ch in c.regressed))} claim(s): {names}" + (
+        return f"REGRESSED: {len(c.regressed)} cell(s) of {len({ch.claim for ch in c.regressed})} claim(s): {names}" + (
             f"; also {counts}" if counts else "")
     if c.held_to_error:
         names = ", ".join(sorted({ch.claim for ch in c.held_to_error}))

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 CUBLAS_ENV = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 

@@ -20,8 +20,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 CPU, GPU, MULTI_GPU = "cpu", "gpu", "multi-gpu"
 WORKER_GPUS_KEY = "dlconform_visible_gpus"

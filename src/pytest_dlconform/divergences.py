@@ -37,8 +37,9 @@ import datetime as dt
 import fnmatch
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from . import results
 from .report import Report, TestRecord, as_report

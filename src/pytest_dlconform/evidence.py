@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("dlconform_evidence", default=None)
 

@@ -10,8 +10,9 @@ string: ``report.html?area=autodiff&verdict=violated,error``).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from html import escape
-from typing import Any, Mapping
+from typing import Any
 
 from . import results
 from .report import thaw

@@ -10,7 +10,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from .budgets import ATTR as _BUDGET_ATTR
-from .budgets import CI_EXAMPLES, scaled
+from .budgets import scaled
 
 
 def budget(ci_examples: int) -> Any:

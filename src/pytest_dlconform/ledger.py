@@ -11,9 +11,10 @@ import ast
 import json
 import sys
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import TextIO
 
 from . import claims as registry
 
@@ -124,7 +125,7 @@ def _scan_module(path: Path, name: str, scan: SuiteScan) -> None:
             module_marked = _marker_ids(stmt.value, name, scan, constants) or module_marked
     for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef) and stmt.name.startswith("Test"):
-            class_marked = any([_marker_ids(d, name, scan, constants) for d in stmt.decorator_list]) or module_marked
+            class_marked = any(_marker_ids(d, name, scan, constants) for d in stmt.decorator_list) or module_marked
             class_marked = _class_pytestmark(stmt, name, scan, constants) or class_marked
             for item in stmt.body:
                 _scan_function(item, name, scan, class_marked, constants)
@@ -193,7 +194,7 @@ def default_suites_root() -> Path:
     spec = util.find_spec("pytest_dlconform.suites")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("the package pytest_dlconform.suites is not installed")
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def print_coverage(root: str | Path | None = None, out: TextIO | None = None) -> int:

@@ -3,7 +3,8 @@ the logic lives in plain modules; no framework is imported when this module load
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generator
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 

@@ -27,8 +27,9 @@ import dataclasses
 import json
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from importlib import resources
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +119,7 @@ def attach(report: Report, entries: Sequence[divergences.Divergence] | None = No
             script = {"kind": kind, "name": name} if kind == SHIPPED else {"kind": kind, "text": text}
         except Missing as exc:
             script = {"kind": MISSING, "why": str(exc)}
-        except Exception as exc:  # noqa: BLE001 - the report is still written, and says why there is no script
+        except Exception as exc:
             script = {"kind": MISSING, "why": f"generating the script failed: {type(exc).__name__}: {exc}"}
         return dataclasses.replace(test, script=freeze(script))
 
@@ -146,8 +147,8 @@ def program_case(text: str) -> Any:
     names = {"ProgramCase": programs.ProgramCase, "Program": programs.Program, "Op": programs.Op,
              "InputRecipe": programs.InputRecipe, "np": np, "array": np.array}
     try:  # our own repr (ProgramCase.__repr__), evaluated with nothing but these names
-        return eval(text[start:end], {"__builtins__": {}}, names)  # noqa: S307
-    except Exception:  # noqa: BLE001 - a truncated or foreign example: no case
+        return eval(text[start:end], {"__builtins__": {}}, names)
+    except Exception:
         return None
 
 
@@ -249,13 +250,13 @@ def _run_lines(fw: str, gradient: bool) -> list[str]:
         if gradient:
             out += ["    gs = torch.autograd.grad(y, xs, grad_outputs=torch.tensor(W, dtype=DTYPE), allow_unused=True)",
                     "    result['slope'] = sum(float(np.sum(g.numpy() * d)) for g, d in zip(gs, U) if g is not None)"]
-        return out + ["    return result"]
+        return [*out, "    return result"]
     out = ["    xs = [tf.constant(x, dtype=DTYPE) for x in INPUTS]", "    with tf.GradientTape() as tape:",
            "        tape.watch(xs)", "        y = program(xs)", "    result = {'value': y.numpy()}"]
     if gradient:
         out += ["    gs = tape.gradient(y, xs, output_gradients=tf.constant(W, dtype=DTYPE))",
                 "    result['slope'] = sum(float(np.sum(g.numpy() * d)) for g, d in zip(gs, U) if g is not None)"]
-    return out + ["    return result"]
+    return [*out, "    return result"]
 
 
 _JUDGE = '''def expected():

@@ -19,9 +19,10 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from . import NOT_APPLICABLE_PREFIX
 from .report import SCHEMA, SCHEMA_VERSION, ClaimRecord, Report, TestRecord, freeze
@@ -187,7 +188,7 @@ def _falsifying_example(text: str) -> str:
         block = [match.group(1)]
         end = start
         if line.rstrip().endswith("("):
-            for end, follow in enumerate(raw[start + 1:], start + 1):
+            for end, follow in enumerate(raw[start + 1:], start + 1):  # noqa: B007 - end is read below
                 block.append(follow)
                 if follow.rstrip() == ")":  # hypothesis closes the call at column 0
                     break

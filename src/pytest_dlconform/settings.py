@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Callable, Mapping, Sequence
 
 DEVICE = "device"
 FRAMEWORK = "framework"

@@ -33,9 +33,10 @@ import inspect
 import json
 import os
 import sys
-from types import MappingProxyType
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any
 
 ENTRY_POINT_GROUP = "pytest_dlconform.models"
 INFO_ENV = "DLCONFORM_MODEL_INFO"  # controller -> workers: {ref: framework}
@@ -94,7 +95,7 @@ def resolve(ref: str) -> Callable[..., Any]:
         sys.path.insert(0, os.getcwd())
     try:
         obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+    except Exception as exc:
         raise ModelError(f"module {module_name!r} does not import ({type(exc).__name__}: {_line(exc)}); "
                          "make it importable from the current directory or install its package") from None
     for part in attr.split("."):
@@ -116,7 +117,7 @@ def call_factory(factory: Callable[..., Any], *, device: str, dtype: str) -> Use
     kwargs = {k: v for k, v in (("device", device), ("dtype", dtype)) if wide or k in params}
     try:
         made = factory(**kwargs)
-    except Exception as exc:  # noqa: BLE001 - reported as the user's factory failing
+    except Exception as exc:
         raise ModelError(f"the factory raised {type(exc).__name__}: {_line(exc)}; fix the factory "
                          f"(it was called with {kwargs or 'no arguments'})") from None
     return as_user_model(made)
@@ -163,7 +164,7 @@ def example_inputs(um: UserModel, seed: int) -> list[Any]:
     """``make_inputs(seed)`` as a list of numpy arrays, batch first."""
     try:
         raw = um.make_inputs(seed)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ModelError(f"make_inputs({seed}) raised {type(exc).__name__}: {_line(exc)}; fix make_inputs") from None
     items = list(raw) if isinstance(raw, (tuple, list)) else [raw]
     out = []
@@ -195,7 +196,7 @@ def to_numpy(value: Any) -> Any:
         return np.asarray(value.numpy())
     try:
         return np.asarray(value)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -208,7 +209,7 @@ def example_targets(um: UserModel, seed: int, first_output: Any) -> Any:
         return np.random.default_rng(seed + 7919).standard_normal(shape)
     try:
         y = to_numpy(um.make_targets(seed))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ModelError(f"make_targets({seed}) raised {type(exc).__name__}: {_line(exc)}; fix make_targets") from None
     if y is None or tuple(y.shape) != shape:
         raise ModelError(f"make_targets({seed}) gave shape {getattr(y, 'shape', None)}, but the model's first output "
@@ -228,7 +229,7 @@ def check_one(ref: str, seed: int = 0) -> dict[str, Any]:
     inputs = example_inputs(um, seed)
     try:
         outs = ops.adapter_for(framework).forward(um.model, inputs, training=False)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in inputs)
         raise ModelError(f"the model rejects its example inputs ({shapes}) with {type(exc).__name__}: {_line(exc)}; "
                          "make make_inputs(seed) return what model(*inputs) accepts") from None
@@ -260,7 +261,7 @@ def validate(settings: Any) -> None:
         return
     try:
         report = _check_in_child([r.ref for r in regs], float(getattr(settings, "timeout", 120.0)))
-    except Exception as exc:  # noqa: BLE001 - a crash (segfault in a framework) is still the factory's
+    except Exception as exc:
         raise pytest.UsageError(f"{_where(regs[0])}: checking the factories failed: {_line(exc)}") from None
     for reg in regs:
         found = report.get(reg.ref, {})

@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 

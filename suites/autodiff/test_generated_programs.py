@@ -53,9 +53,9 @@ BOTH = program_cases(max_ops=4, n_inputs=(1, 2), max_side=5, ops=op_names(withou
 
 def _funcs(adapter, case: ProgramCase, device: str, dtype: str = "float64", layout: str = "contiguous"):
     fn = case.program.build(adapter.name, dtype, layout)
-    f = lambda xs: adapter.call(fn, xs, dtype, device)  # noqa: E731
-    vjp = lambda xs, w: adapter.vjp(fn, xs, w, dtype, device)  # noqa: E731
-    jvp = lambda xs, us: adapter.jvp(fn, xs, us, dtype, device)  # noqa: E731
+    f = lambda xs: adapter.call(fn, xs, dtype, device)
+    vjp = lambda xs, w: adapter.vjp(fn, xs, w, dtype, device)
+    jvp = lambda xs, us: adapter.jvp(fn, xs, us, dtype, device)
     return f, vjp, jvp
 
 

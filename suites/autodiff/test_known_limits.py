@@ -25,7 +25,7 @@ from pytest_dlconform.api import assert_close, check_vjp, evidence, tolerance
 def test_torch_hardsigmoid_float64_gradient(torch, x, sign):
     x = sign * x
     # hardsigmoid(x) = x/6 + 1/2 on (-3, 3): its derivative there is exactly 1/6.
-    f = lambda xs: torch.nn.functional.hardsigmoid(torch.tensor(xs[0])).cpu().numpy()  # noqa: E731
+    f = lambda xs: torch.nn.functional.hardsigmoid(torch.tensor(xs[0])).cpu().numpy()
 
     def vjp(xs, w):
         t = torch.tensor(xs[0], requires_grad=True)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import assert_close, budget, float_arrays, shapes, tolerance
+from pytest_dlconform.api import assert_close, float_arrays, shapes, tolerance
 
 F64 = tolerance("float64", ops=4)
 
@@ -280,7 +280,7 @@ def test_output_gradients_give_the_vector_jacobian_product(tf, case):
 @given(case=mlp_cases)
 def test_torch_grad_outputs_and_backward_gradient_give_the_vjp(torch, case):
     x, w, b, v = case
-    f = lambda t: torch.tanh(t @ torch.tensor(w) + torch.tensor(b))  # noqa: E731
+    f = lambda t: torch.tanh(t @ torch.tensor(w) + torch.tensor(b))
     xt = torch.tensor(x, requires_grad=True)
     (vjp,) = torch.autograd.grad(f(xt), xt, grad_outputs=torch.tensor(v))
     jac = torch.autograd.functional.jacobian(f, torch.tensor(x)).cpu().numpy()

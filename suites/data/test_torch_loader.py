@@ -89,7 +89,7 @@ def test_workers_yield_the_same_batches_in_the_same_order(torch, dl_seed, worker
     from torch.utils.data import DataLoader
 
     ds = Rows(37, 3, dl_seed)
-    kwargs = dict(batch_size=4, drop_last=False)
+    kwargs = {"batch_size": 4, "drop_last": False}
     base = _collect(torch, DataLoader(ds, **kwargs))
     ordered = _collect(torch, DataLoader(ds, num_workers=workers, timeout=TIMEOUT, **kwargs))
     _assert_loader(ordered, base, f"num_workers={workers} vs 0")

@@ -14,7 +14,8 @@ program per example.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import example, given
@@ -129,7 +130,7 @@ def test_compiled_equals_eager_and_really_compiled(torch, dl_device, compiled_fu
 
 
 def _shape_sequences() -> st.SearchStrategy[list[tuple[str, tuple[int, ...]]]]:
-    call = lambda rank: st.tuples(st.sampled_from(FLOATS), st.tuples(*[st.integers(0, 5)] * rank))  # noqa: E731
+    call = lambda rank: st.tuples(st.sampled_from(FLOATS), st.tuples(*[st.integers(0, 5)] * rank))
     return st.integers(0, 2).flatmap(lambda rank: st.lists(call(rank), min_size=1, max_size=7))
 
 

@@ -77,7 +77,7 @@ def _what_the_body_sees(tf: Any, values: tuple[Any, ...]) -> dict[str, Any]:
 
 @pytest.mark.claim("execution.function.tracing-is-not-eager")
 @budget(10)
-@given(args=st.lists(st.one_of(array_args(FLOATS + ("int32",), ("tensor", "ndarray")),
+@given(args=st.lists(st.one_of(array_args((*FLOATS, "int32"), ("tensor", "ndarray")),
                                python_args((1, 2.5, True, None, "s"))), min_size=1, max_size=3))
 def test_tracing_runs_the_body_on_symbolic_tensors(tf, args):
     log: list[dict[str, Any]] = []

@@ -40,7 +40,7 @@ def _distinct_signatures(calls: list[tuple[Arg, ...]]) -> int:
 
 @pytest.mark.claim("execution.function.trace-once-per-signature")
 @budget(20)
-@given(calls=_sequences(array_args(FLOATS + ("int32",), ("tensor", "ndarray"), max_rank=2, max_side=3)))
+@given(calls=_sequences(array_args((*FLOATS, "int32"), ("tensor", "ndarray"), max_rank=2, max_side=3)))
 def test_one_trace_per_input_signature(tf, calls):
     steps = check_trace_counts(tf, calls)
     # Without options the model reduces to: one trace per distinct signature, ever.
@@ -51,7 +51,7 @@ def test_one_trace_per_input_signature(tf, calls):
 
 @pytest.mark.claim("execution.function.retrace-on-new-shape")
 @budget(20)
-@given(calls=_sequences(array_args(FLOATS + ("int32",), ("tensor",), max_rank=3, max_side=4)))
+@given(calls=_sequences(array_args((*FLOATS, "int32"), ("tensor",), max_rank=3, max_side=4)))
 @example(calls=[(T("float32", 2),), (T("float32", 2),), (T("float32", 3),), (T("float32", 2),),
                 (T("float64", 2),), (T("float32", 4),)])  # the trial run's sequence: 1,1,2,2,3,4
 def test_new_shape_or_dtype_retraces_with_exact_spec(tf, calls):
@@ -70,7 +70,7 @@ def _signature_and_calls(draw):
         st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(1, 3)), max_size=3).map(tuple)),
     )
     signature = draw(st.lists(specs, min_size=1, max_size=2))
-    args = [st.one_of(_compatible(spec), array_args(FLOATS + ("int32",), ("tensor", "ndarray"), max_side=3),
+    args = [st.one_of(_compatible(spec), array_args((*FLOATS, "int32"), ("tensor", "ndarray"), max_side=3),
                       python_args((0, 1, 2.0, 0.5, -1))) for spec in signature]
     return signature, draw(call_sequences(st.tuples(*args), max_calls=6))
 

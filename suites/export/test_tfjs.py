@@ -10,9 +10,10 @@ The error model is in checks/tfjs.py and docs/tfjs-tfx.md.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -143,7 +144,7 @@ def test_layers_model_from_keras3_file_loads(tf, tmp_path, dl_settings, dl_devic
     batch = Batch(tmp_path / "node", dl_settings.timeout)
 
     def check(result: tfjs.NodeModel) -> None:
-        for x, y, out, m in zip(inputs, want, result.outputs, rt.magnitudes(spec, inputs, "keras")):
+        for y, out, m in zip(want, result.outputs, rt.magnitudes(spec, inputs, "keras")):
             rt.assert_close_outputs({"y": next(iter(out.values()))}, {"y": y}, _tol(spec, dl_device), scale=m, what=what)
 
     batch.add(Case("k3", folder, "layers-model", inputs, check, what))

@@ -49,6 +49,6 @@ def _activations_compute_their_formulas(dl_framework, dl_device, spread, seed):
     for name in cf.ACTIVATION_FORMULAS:  # every activation in every dtype, each example: cheap
         fn = cf.framework_activation(dl_framework.name, dl_framework.module, name)
         for dtype in cf.DTYPES:
-            actual = dl_framework.call(lambda ts: fn(ts[0]), [x], dtype, dl_device)
+            actual = dl_framework.call(lambda ts, fn=fn: fn(ts[0]), [x], dtype, dl_device)
             cf.check_activation(actual, x, name, dtype,
                                 what=f"{dl_framework.name} {name} on [-{spread:g}, {spread:g}] ({dtype})")

@@ -7,7 +7,7 @@ of the other framework are deselected here, so no test exists that could never a
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

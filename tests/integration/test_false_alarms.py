@@ -131,7 +131,7 @@ X_KEPT = np.float32(1.3834024667739868)
 
 
 def test_seed2027_dropout2d_scale_factor_rounding(torch: Any) -> None:
-    assert P2027 == pytest.approx(0.30891803380185845, rel=1e-15)
+    assert pytest.approx(0.30891803380185845, rel=1e-15) == P2027
     kept = None
     for s in range(50):
         torch.manual_seed(s)
@@ -178,7 +178,7 @@ def test_batchnorm_running_mean_of_a_channel_centred_near_zero(torch: Any) -> No
     assert_close(got, state.mean, tol, what="running_mean")
     assert_close(layer.running_var.numpy(), state.var, tol, what="running_var")
     allowed = tol.rtol * float(np.max(np.abs(state.mean))) + tol.atol
-    with pytest.raises(ToleranceExceeded, match="wrong running_mean: .* \\+ atol"):
+    with pytest.raises(ToleranceExceeded, match=r"wrong running_mean: .* \+ atol"):
         assert_close(got + 1.5 * allowed, state.mean, tol, what="wrong running_mean")
     # A biased running variance (a real mistake, 1/(n-1) relative) is far outside the floor.
     biased = ref.BatchNormState(np.zeros(1), np.ones(1))
@@ -227,7 +227,7 @@ def test_logcumsumexp_forward_mode_oracle_fails_torch_and_passes_the_recurrence(
     t = torch.tensor(x, dtype=torch.float64)
     _, ju = torch.func.jvp(lambda v: torch.logcumsumexp(v, 0), (t,), (torch.ones_like(t),))
     if abs(float(ju[0]) - 1.0) > 1e-6:  # torch before the fix
-        with pytest.raises(ToleranceExceeded, match="J u of torch.logcumsumexp"):
+        with pytest.raises(ToleranceExceeded, match=r"J u of torch.logcumsumexp"):
             assert_close(ju.numpy(), np.ones_like(x), tol, what="J u of torch.logcumsumexp along ones")
     # y_t[i] = exp(y[i-1] - y[i]) * y_t[i-1] + exp(x[i] - y[i]) * x_t[i]: the correct JVP.
     y = np.logaddexp.accumulate(x)

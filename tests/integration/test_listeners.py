@@ -203,7 +203,7 @@ def test_checker_fails_on_a_wildcard_in_a_private_namespace_with_another_address
     nsfile = f"/proc/self/fd/{network.fds['net']}"
     subprocess.run(["nsenter", f"--net={nsfile}", "ip", "addr", "add", "10.254.0.1/32", "dev", "lo"], check=True,
                    pass_fds=network.pass_fds())
-    watch, pid = _watched("0.0.0.0", network)
+    watch, _ = _watched("0.0.0.0", network)
     with pytest.raises(AssertionError, match=r"0\.0\.0\.0:\d+ held by pid\(s\) \[\d+\] in private netns .*10\.254\.0\.1"):
         assert_loopback_only(watch, "meta")
 
@@ -292,12 +292,11 @@ def test_torchserve_listens_on_loopback_only(tmp_path):
     (work / "config.json").write_text(json.dumps({"dtype": spec.dtype}), encoding="utf-8")
     server = serving.TorchServe(tmp_path / "server", startup_timeout=TIMEOUT)
     serving.archive("m0", model, work / "handler.py", [work / "config.json"], export_path=server.store, cwd=work)
-    with ListenerWatch() as watch:
-        with server:
-            server.start({"m0": "m0.mar"})
-            server.wait_ready(["m0"])
-            reply = server.predict("m0", {"inputs": [[0.5, -1.0]]})
-            pids = server.alive()
+    with ListenerWatch() as watch, server:
+        server.start({"m0": "m0.mar"})
+        server.wait_ready(["m0"])
+        reply = server.predict("m0", {"inputs": [[0.5, -1.0]]})
+        pids = server.alive()
     assert reply.status == 200, reply
     servers = watch.of(pids)
     assert len({s.port for s in servers}) >= 3, f"saw {[s.line() for s in servers]}, expected the inference, " \

@@ -204,7 +204,7 @@ def test_to_source_is_the_code_that_build_runs(torch: Any, tf: Any) -> None:
     )
     for framework, layout in (("torch", "strided"), ("tensorflow", "contiguous")):
         namespace: dict[str, Any] = {}
-        exec(case.program.to_source(framework, "float64", layout), namespace)  # noqa: S102
+        exec(case.program.to_source(framework, "float64", layout), namespace)
         built = run(case, framework, layout=layout)
         out = namespace["program"]([torch.from_numpy(x) if framework == "torch" else tf.constant(x) for x in case.inputs])
         out = out.numpy() if framework == "tensorflow" else out.detach().numpy()

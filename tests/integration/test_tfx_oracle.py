@@ -63,7 +63,7 @@ def test_serving_without_the_transform_fails(run):
         return np.stack([cols[f] for f in px.FEATURES], axis=1) @ run["w"] + run["b"]
 
     root = run["root"]
-    with pytest.raises(AssertionError, match="pushed model on raw serialized tf.Examples vs the trained model"):
+    with pytest.raises(AssertionError, match=r"pushed model on raw serialized tf.Examples vs the trained model"):
         px.check_serving_matches_training(raw_serve, _ex(root, "CsvExampleGen", "eval"), _ex(root, "Transform", "eval"),
                                           run["w"], run["b"])
 
@@ -119,5 +119,5 @@ def test_wrong_evaluator_metrics_fail(run):
         px.check_evaluator_metrics({**metrics, "example_count": metrics["example_count"] - 1}, y, pred)
     with pytest.raises(AssertionError, match="Evaluator mean_squared_error vs numpy"):
         px.check_evaluator_metrics({**metrics, "mean_squared_error": metrics["mean_squared_error"] * 1.01}, y, pred)
-    with pytest.raises(AssertionError, match="Evaluator mean_(squared|absolute)_error vs numpy"):  # another model's predictions
+    with pytest.raises(AssertionError, match=r"Evaluator mean_(squared|absolute)_error vs numpy"):  # another model's predictions
         px.check_evaluator_metrics(metrics, y, pred + 0.05)

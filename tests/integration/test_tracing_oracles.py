@@ -14,7 +14,8 @@ import itertools
 import types
 import warnings
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest

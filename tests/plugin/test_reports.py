@@ -9,8 +9,8 @@ other runs use claim tests that need no framework, so they stay cheap.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys

@@ -49,7 +49,7 @@ def fake_smi(tmp_path: Path, gpus, migs: dict[str, list[str]] | None = None, *, 
     reject = 'case "$1" in *compute_cap*) echo "Field \\"compute_cap\\" is not a valid field to query." >&2; exit 2;; esac\n'
     script.write_text(
         "#!/bin/sh\n" + (reject if old_driver else "")
-        + f'if [ "$1" = "-L" ]; then cat <<"X"\n' + "\n".join(listing) + '\nX\nexit 0; fi\n'
+        + 'if [ "$1" = "-L" ]; then cat <<"X"\n' + "\n".join(listing) + '\nX\nexit 0; fi\n'
         + 'if [ "$#" = 0 ]; then echo "| NVIDIA-SMI 570.86    Driver Version: 570.86    CUDA Version: 12.8 |"; exit 0; fi\n'
         + 'case "$1" in --query-gpu=uuid,memory.total,driver_version) cat <<"X"\n'
         + "\n".join(f"{g[1]}, {80 + i} GiB, 570.86" for i, g in enumerate(gpus)) + '\nX\nexit 0;; esac\n'

@@ -7,16 +7,19 @@ real exceptions, statuses computed on report documents made by results.report_do
 from __future__ import annotations
 
 import dataclasses
-
 import datetime as dt
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from pytest_dlconform import divergences, outcomes, results
-from pytest_dlconform.report import freeze
 from pytest_dlconform.divergences import Failure
+from pytest_dlconform.report import freeze
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import ExceptionGroup  # pytest's dependency on 3.10
 
 TF, TORCH = {"framework": "tf", "device": "cpu"}, {"framework": "torch", "device": "cpu"}
 ENV = {"frameworks": {"tensorflow": "2.21.0", "torch": "2.13.0", "keras": "3.15.1"}, "profile": "ci", "seed": 0,

@@ -344,7 +344,7 @@ def test_absolute_evaluation_error_of_f_is_accounted_for_only_when_declared():
     # above eps * |f|: without f_error the oracle blames reverse mode; with it, the
     # finite differences are known to be that noisy, and a real 0.1% error still shows.
     noise = 1e-15
-    f = lambda xs: 1e-5 * xs[0] + noise * np.sin(1e9 * xs[0])  # noqa: E731
+    f = lambda xs: 1e-5 * xs[0] + noise * np.sin(1e9 * xs[0])
     x = [np.linspace(0.5, 2, 10)]
     with pytest.raises(GradientMismatch):
         check_vjp(f, x, lambda xs, w: [1e-5 * w])

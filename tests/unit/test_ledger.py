@@ -71,7 +71,7 @@ def test_scan_finds_markers_on_functions_classes_modules_and_params(tmp_path: Pa
         """,
     })
     scan = ledger.scan_suites(root)
-    assert {cid: where for cid, where in scan.uses.items()} == {
+    assert dict(scan.uses.items()) == {
         "autodiff.tape.watch": ["suites/autodiff/test_a.py:5"],
         "autodiff.tape.nested": ["suites/autodiff/test_a.py:8"],
         "autodiff.tape.multiple": ["suites/autodiff/test_a.py:12"],

@@ -17,11 +17,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_every_suite_folder_is_a_listed_package():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     on_disk = {
-        "pytest_dlconform.suites" + ".".join([""] + list(p.parent.relative_to(ROOT / "suites").parts))
+        "pytest_dlconform.suites" + ".".join(["", *list(p.parent.relative_to(ROOT / "suites").parts)])
         for p in (ROOT / "suites").rglob("__init__.py")
     }
     on_disk |= {
-        "pytest_dlconform" + ".".join([""] + list(p.parent.relative_to(ROOT / "src/pytest_dlconform").parts))
+        "pytest_dlconform" + ".".join(["", *list(p.parent.relative_to(ROOT / "src/pytest_dlconform").parts)])
         for p in (ROOT / "src/pytest_dlconform").rglob("__init__.py")
     }
     assert on_disk == listed, f"pyproject packages differ from the folders: missing {on_disk - listed}, stale {listed - on_disk}"

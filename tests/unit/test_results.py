@@ -6,7 +6,6 @@ hypothesis failure text comes from a real failing ``@given`` test run in-process
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dlconform import divergences, results
+from pytest_dlconform import results
 
 # ------------------------------------------------------------------ helpers
 
@@ -125,7 +124,7 @@ def test_reproduction_of_a_plain_failure_is_the_command() -> None:
 
 def test_document_has_schema_versions_counts_columns_and_worst_margin() -> None:
     collector = results.Collector()
-    ev = lambda m: {"checks": {"err": {"observed": m, "tolerance": 1.0, "margin": m, "count": 1}}, "notes": {}}  # noqa: E731
+    ev = lambda m: {"checks": {"err": {"observed": m, "tolerance": 1.0, "margin": m, "count": 1}}, "notes": {}}
     collector.add(report("a::1", "call", results.HOLDS, evidence=ev(0.1)))
     collector.add(report("a::2", "call", results.HOLDS, evidence=ev(0.4), params=TORCH))
     collector.add(report("b::1", "call", results.VIOLATED, claim="autodiff.tape.nested", longrepr="AssertionError: no"))

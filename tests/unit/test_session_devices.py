@@ -8,11 +8,10 @@ import os
 from types import SimpleNamespace
 
 import pytest
+from test_devices_gpu import H200, eight, fake_smi  # tests/unit is on sys.path (rootdir-relative import)
 
 from pytest_dlconform import devices, session
 from pytest_dlconform import settings as opts
-
-from test_devices_gpu import H200, eight, fake_smi  # tests/unit is on sys.path (rootdir-relative import)
 
 
 def controller(monkeypatch, tmp_path, gpus, device: str, **env: str) -> session.Run:

@@ -90,7 +90,7 @@ def test_plan_uses_given_seeds_first_then_random_ones() -> None:
     assert [p for p, _, _ in plan] == ["quick", "quick", "explore"] and plan[0][1] == 5
     assert all(0 <= s < 2**31 and c == "" for _, s, c in plan)
     split = soak._plan(soak._parser().parse_args(["--quick", "0", "--explore", "1", "--seeds", "9", "--split"]))
-    assert {s for _, s, _ in split} == {9} and [c for _, _, c in split][0] == "autodiff.*"
+    assert {s for _, s, _ in split} == {9} and next(c for _, _, c in split) == "autodiff.*"
     assert {c for _, _, c in split} == {f"{a}.*" for a in soak.areas()} and "distributed.*" in {c for _, _, c in split}
 
 

@@ -152,7 +152,7 @@ def test_dropout_check_refuses_an_input_with_zeros():
 def test_frequencies_pass_a_correct_sampler_and_fail_a_biased_one():
     probs = np.array([0.1, 0.2, 0.3, 0.4])
     rng = np.random.default_rng(7)
-    for run in range(RUNS):
+    for _ in range(RUNS):
         counts = np.bincount(rng.choice(4, 20000, p=probs), minlength=4)
         assert_frequencies(counts, probs, alpha=TEST_ALPHA, what="sampler")
     biased = np.array([0.1, 0.2, 0.32, 0.38])  # one weight off by 2 percentage points

@@ -35,11 +35,11 @@ def test_factory_result_shapes():
     def inputs(seed):
         return seed
 
-    with pytest.raises(usermodels.ModelError, match="returned a builtins.int"):
+    with pytest.raises(usermodels.ModelError, match=r"returned a builtins.int"):
         usermodels.as_user_model(3)
-    with pytest.raises(usermodels.ModelError, match="returned a builtins.tuple"):
+    with pytest.raises(usermodels.ModelError, match=r"returned a builtins.tuple"):
         usermodels.as_user_model((1,))
-    with pytest.raises(usermodels.ModelError, match="not a torch.nn.Module or a keras.Model"):
+    with pytest.raises(usermodels.ModelError, match=r"not a torch.nn.Module or a keras.Model"):
         usermodels.as_user_model(("model", inputs))
 
 

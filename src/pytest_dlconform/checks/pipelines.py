@@ -30,13 +30,13 @@ from .. import evidence
 
 __all__ = [
     "PipelineMismatch",
-    "reference_batches",
     "assert_batches_equal",
-    "assert_permutation",
     "assert_buffered_shuffle",
-    "same_order_bound",
-    "assert_worker_seeds",
     "assert_partition",
+    "assert_permutation",
+    "assert_worker_seeds",
+    "reference_batches",
+    "same_order_bound",
 ]
 
 

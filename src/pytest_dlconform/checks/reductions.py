@@ -22,7 +22,7 @@ computation (:func:`pytest_dlconform.checks.numerics.tolerance`).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -107,7 +107,7 @@ def reference(op: str, values: Sequence[np.ndarray], dtype: str, axis: int | Non
 def error_bound(op: str, values: Sequence[np.ndarray], dtype: str, axis: int | None = None) -> tuple[np.ndarray, str]:
     """Elementwise bound on |computed - reference|; zeros where the result must be exact."""
     ref = reference(op, values, dtype, axis)
-    if op in ("max", "min") or _is_int(dtype) and op != "mean":
+    if op in ("max", "min") or (_is_int(dtype) and op != "mean"):
         return np.zeros_like(ref, dtype=np.float64), "exact (no rounding)"
     if _is_int(dtype):  # an integer mean: exact integer sum, then one float64 division
         if _power_of_two(_count(values, axis)):

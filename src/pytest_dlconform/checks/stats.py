@@ -30,18 +30,18 @@ import numpy as np
 from .. import evidence
 
 __all__ = [
-    "StatisticalViolation",
     "BinomialInterval",
-    "binomial_interval",
-    "miss_probability",
-    "trials_for",
+    "DropoutReport",
+    "StatisticalViolation",
     "assert_binomial",
     "assert_frequencies",
-    "DropoutReport",
+    "assert_scaled",
+    "binomial_interval",
     "check_dropout",
     "dropout_elements",
-    "assert_scaled",
     "dropout_scale_bound",
+    "miss_probability",
+    "trials_for",
 ]
 
 # Hoeffding: P(|K - np| >= t) <= 2 exp(-2 t^2 / n); the window leaves out at most this much.

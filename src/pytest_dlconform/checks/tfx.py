@@ -179,7 +179,7 @@ def parse(serialized: list[bytes]) -> dict[str, np.ndarray]:
         ex = tf.train.Example.FromString(s)
         for k, f in ex.features.feature.items():
             kind = f.WhichOneof("kind")
-            cols.setdefault(k, []).append(list(getattr(f, kind).value)[0])
+            cols.setdefault(k, []).append(next(iter(getattr(f, kind).value)))
     return {k: np.asarray(v) for k, v in cols.items()}
 
 

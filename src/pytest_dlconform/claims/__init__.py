@@ -19,9 +19,9 @@ import fnmatch
 import functools
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Iterable
 
 if sys.version_info >= (3, 11):
     import tomllib

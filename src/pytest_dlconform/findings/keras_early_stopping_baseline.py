@@ -33,8 +33,8 @@ BASELINE, PATIENCE = 0.5, 2
 
 def observed():
     """How many epochs fit runs with EarlyStopping(monitor='loss', patience=2, baseline=0.5)."""
-    import numpy as np
     import keras
+    import numpy as np
 
     class Feed(keras.callbacks.Callback):  # sets the monitored value of each epoch, before EarlyStopping reads it
         def on_epoch_end(self, epoch, logs=None):

@@ -96,7 +96,7 @@ def main(observe=observed):
     except ImportError as exc:
         print(f"CANNOT RUN: {exc}")
         return 2
-    except Exception as exc:  # noqa: BLE001 - fit raising is the symptom
+    except Exception as exc:
         got = exc
     holds, line = judge(got, expected())
     print(("FIXED: " if holds else "BUG PRESENT: ") + line)

@@ -46,8 +46,8 @@ def worker(index, ports):
     """One worker: fit under MultiWorkerMirroredStrategy; prints its weights or its error as JSON."""
     os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]},
                                           "task": {"type": "worker", "index": index}})
-    import tensorflow as tf
     import keras
+    import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
@@ -59,7 +59,7 @@ def worker(index, ports):
     try:
         model.fit(X, Y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
         out = {"weights": [w.tolist() for w in model.get_weights()]}
-    except Exception as exc:  # noqa: BLE001 - fit raising is the symptom
+    except Exception as exc:
         out = {"error": f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"}
     print("RESULT " + json.dumps(out), flush=True)
     os._exit(0)  # the collective runtime can keep a worker alive after its peer is gone

@@ -9,7 +9,7 @@ from .base import Adapter, HarnessError, TensorFn, state_diff
 __all__ = ["Adapter", "HarnessError", "TensorFn", "adapter", "state_diff"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def adapter(name: str) -> Adapter:
     """The process-wide adapter for a framework ("tensorflow" or "torch")."""
     if name == "tensorflow":

@@ -49,6 +49,7 @@ class Run(Workers, Collection, Guard, Outcome):
         self.config = config
         self.settings = settings
         self.collector = results.Collector()
+        self.divergences: list[Any] = []  # known divergences, matched where each test runs (from_config loads them)
         self.workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         _quiet_framework_logs(config)
         self.inventory_text, self.kinds, self.threads = self._devices()
@@ -72,7 +73,6 @@ class Run(Workers, Collection, Guard, Outcome):
         run.divergences = _load_divergences(run.settings)
         return run
 
-    divergences: list[Any] = []  # known divergences, matched where each test runs
 
     def budget(self) -> Any:
         """The hypothesis budget of claim tests: the --dl-profile, or the user's --hypothesis-profile."""

@@ -9,7 +9,8 @@ import random
 import shlex
 import sys
 import zlib
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
