@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import settings as opts
-from . import strategies  # issue 10 (distributed helper): the dl_strategies marker, dl_groups, dl_timeout
+from . import strategies  # the dl_strategies marker, its deselection, the GPU turn, the outer cluster
 from .activation import MARKERS, Activation, is_claim_function
 from .strategies import dl_groups, dl_timeout  # noqa: F401 - fixtures, registered by being in this module
 
