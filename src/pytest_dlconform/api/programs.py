@@ -19,17 +19,25 @@ from ..programs import (
     program_cases,
     programs,
 )
+from ..programs.samples import MODES, coverage_key, layout_samples, ops_for, registered, sample_cases, samples
 
 __all__ = [
     "LAYOUTS",
+    "MODES",
     "TF_FORWARD_MODE",
     "TORCH_FLOAT64_GRADIENT",
     "TORCH_FORWARD_MODE",
     "Op",
     "Program",
     "ProgramCase",
+    "coverage_key",
     "input_recipes",
+    "layout_samples",
     "op_names",
+    "ops_for",
     "program_cases",
     "programs",
+    "registered",
+    "sample_cases",
+    "samples",
 ]

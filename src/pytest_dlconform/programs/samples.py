@@ -1,0 +1,281 @@
+"""Sample inputs per op, OpInfo-style: every op's parameter classes, input regimes and the
+checks (modes) and layouts each op is registered for.
+
+A *parameter class* is a set of fixed parameter values laid over the op's own plan (the
+plan still draws whatever the class leaves free: axes, shapes, seeds). Each op's classes
+name every documented parameter at its default and at the non-default values the op table
+draws (both sides of a branch where the parameter is a branch point: softplus's threshold,
+hardtanh's bounds), and the operand classes of binary ops (same shape, either operand
+broadcast). :func:`samples` pairs an op's classes with its regimes cyclically, so each class
+and each regime is visited at least once, in every run, by construction; hypothesis draws the
+values (shapes, free parameters, the input seed) inside each sample.
+
+The regimes are :data:`~.inputs.REGIMES`, plus "branch" for piecewise ops: values on both
+sides of each kink, between ``KINK_MARGIN`` and ``4 * KINK_MARGIN`` from it, so finite
+differences stay valid while both branches of the formula are taken.
+
+:func:`registered` lists the combinations (framework, mode, op, parameter class, regime,
+dtype, layout) a run of the op suite must visit: :mod:`pytest_dlconform.coverage` compares a
+report's ledger with it. Nothing here changes how :func:`~.generate.programs` draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+from hypothesis import strategies as st
+
+from .core import INPUT_MAX, KINK_MARGIN, Array, Draw, InputRecipe, Op, Shape
+from .inputs import REGIMES, make_inputs
+from .ops import OPS, TF_FORWARD_MODE, TORCH_FLOAT64_GRADIENT, TORCH_FORWARD_MODE
+from .ops.hints import _draw_shape, _hint_image
+from .ops.linalg import _dd_scale
+from .program import Program, ProgramCase
+
+#: The checks each op gets, per framework: forward vs the float64 numpy reference, reverse
+#: mode vs finite differences, forward vs reverse mode, gradients under torch layouts.
+MODES: Final = ("forward", "reverse-fd", "forward-reverse", "layout")
+#: torch layouts of the layout mode ("channels_last" only for ops that take images).
+OP_LAYOUTS: Final = ("transposed", "strided", "expanded", "channels_last")
+DTYPE: Final = "float64"
+BRANCH: Final = "branch"
+#: Known framework limits that keep an op out of a mode (checked on their own as claims).
+MODE_LIMITS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
+    "reverse-fd": {"torch": (TORCH_FLOAT64_GRADIENT,)},
+    "forward-reverse": {"torch": (TORCH_FLOAT64_GRADIENT, TORCH_FORWARD_MODE), "tensorflow": (TF_FORWARD_MODE,)},
+    "layout": {"torch": (TORCH_FLOAT64_GRADIENT,)},
+}
+MAX_SIZE: Final = 512  # elements per input: small, so each sample costs milliseconds
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A parameter value that depends on the argument shapes (e.g. "all dims")."""
+
+    label: str
+    value: Callable[[Sequence[Shape]], Any] = field(compare=False)
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
+class ParamClass:
+    """Fixed parameter values (``operands`` is the binary ops' shape class)."""
+
+    fixed: tuple[tuple[str, Any], ...] = ()
+    operands: str | None = None
+
+    @property
+    def label(self) -> str:
+        parts = [f"{k}={v!r}" for k, v in self.fixed] + ([f"operands={self.operands}"] if self.operands else [])
+        return ",".join(parts) or "default"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One registered sample of an op: a parameter class in a regime."""
+
+    op: str
+    params: ParamClass
+    regime: str
+
+
+_LAST = Pick("last", lambda s: (-1,))
+_FIRST = Pick("first", lambda s: (0,))
+_ALL = Pick("all", lambda s: tuple(range(len(s[0]))))
+
+
+def _cls(**fixed: Any) -> ParamClass:
+    operands = fixed.pop("operands", None)
+    return ParamClass(tuple(fixed.items()), operands)
+
+
+def _each(**options: Sequence[Any]) -> list[ParamClass]:
+    """Every option of every parameter at least once (the others cycled alongside)."""
+    n = max(len(v) for v in options.values())
+    return [_cls(**{k: v[i % len(v)] for k, v in options.items()}) for i in range(n)]
+
+
+def _dd(frac: float) -> Pick:
+    return Pick(f"{frac}/n", lambda s: _dd_scale(s[0][-1], frac))
+
+
+_OPERANDS = ("same", "broadcast_b", "broadcast_a")
+_C = (1.0, 0.25, 0.0625, 4.0)
+_DIMS = [_cls(dims=_LAST, keepdims=False), _cls(dims=_ALL, keepdims=True), _cls(dims=_FIRST, keepdims=False)]
+
+#: Parameter classes of each op with parameters; an op not listed has the one class "default".
+PARAM_CLASSES: Final[dict[str, list[ParamClass]]] = {
+    "gelu": _each(approximate=("none", "tanh")),
+    **{name: _each(c=_C) for name in ("sqrt_c", "log_c", "rsqrt_c")},
+    "pow_c": _each(p=(0.5, -0.5, 1.5, -1.5, 0.25), c=_C),
+    "exp_tanh": _each(k=(1.0, 0.5, 2.0, 4.0)),
+    **{name: _each(operands=_OPERANDS) for name in ("add", "sub", "mul", "logaddexp")},
+    "div_c": _each(c=(1.0, 0.25, 4.0), operands=_OPERANDS),
+    **dict.fromkeys(("sum", "mean", "logsumexp"), _DIMS),
+    "var": [_cls(dims=_LAST, keepdims=False, correction=1), _cls(dims=_ALL, keepdims=True, correction=0),
+            _cls(dims=_FIRST, keepdims=False, correction=0)],
+    "prod": [_cls(axis=-1, keepdims=False), _cls(axis=0, keepdims=True)],
+    "norm_c": _each(ord=(2, 4), pad=(1.0, 0.25, 0.5, 2.0)),
+    **{name: _each(axis=(-1, 0)) for name in ("softmax", "log_softmax")},
+    "cumsum": [_cls(exclusive=e, reverse=r) for e in (False, True) for r in (False, True)],
+    "logcumsumexp": _each(reverse=(False, True)),
+    "slice": _each(step=(1, 2, 3)),
+    "gather": [_cls(), _cls(indices=(0, 0))],  # repeated indices: the gradient accumulates
+    "matmul": [_cls(transpose_a=a, transpose_b=b) for a in (False, True) for b in (False, True)],
+    "linear": _each(bias=(False, True)),
+    **{name: _each(s=tuple(_dd(f) for f in (0.5, 0.25, 0.75, 0.875))) for name in ("det_dd", "logdet_dd", "inv_dd", "solve_dd")},
+    "cholesky_spd": _each(c=(1.0, 0.5, 2.0)),
+    "trisolve": _each(c=(1.0, 0.5, 2.0), adjoint=(False, True)),
+    "diagonal": _each(offset=(0, 1, -1)),
+    "conv2d": _each(stride=(1, 2)),
+    "avg_pool2d": _each(stride=(1, 2)),
+    "layer_norm": _each(eps=(1e-5, 1e-3, 0.25)),
+    "leaky_relu": _each(negative_slope=(0.125, 0.25, 0.5, 0.0625)),
+    "elu": _each(alpha=(1.0, 0.5, 1.5)),
+    "celu": _each(alpha=(1.0, 0.5, 2.0)),
+    # Thresholds 20 (default), 1 and 5: inputs fall on both sides of beta * x = threshold.
+    "softplus": [_cls(beta=1.0, threshold=20.0), _cls(beta=0.5, threshold=1.0), _cls(beta=2.0, threshold=5.0)],
+    "hardtanh": [_cls(min_val=-1.0, max_val=1.0), _cls(min_val=-2.0, max_val=0.5), _cls(min_val=-0.5, max_val=2.0)],
+}
+
+
+def param_classes(op: str) -> list[ParamClass]:
+    return PARAM_CLASSES.get(op, [ParamClass()])
+
+
+def regimes(op: str) -> tuple[str, ...]:
+    return (*REGIMES, BRANCH) if OPS[op].kinks is not None else tuple(REGIMES)
+
+
+def samples(op: str) -> list[Sample]:
+    """The op's registered samples: classes and regimes paired cyclically, each at least once."""
+    classes, regs = param_classes(op), regimes(op)
+    return [Sample(op, classes[i % len(classes)], regs[i % len(regs)]) for i in range(max(len(classes), len(regs)))]
+
+
+def layouts(op: str) -> tuple[str, ...]:
+    return OP_LAYOUTS if OPS[op].hint is _hint_image else OP_LAYOUTS[:-1]
+
+
+def layout_samples(op: str) -> list[tuple[str, Sample]]:
+    """One sample per layout, classes and regimes cycled (``"unit"`` first)."""
+    classes, regs = param_classes(op), regimes(op)
+    return [(layout, Sample(op, classes[i % len(classes)], regs[i % len(regs)])) for i, layout in enumerate(layouts(op))]
+
+
+def ops_for(framework: str, mode: str) -> list[str]:
+    """The ops a mode checks in a framework: all but those with a known limit there."""
+    if mode == "layout" and framework != "torch":
+        return []  # TensorFlow has no user-visible memory layouts
+    limits = set(MODE_LIMITS.get(mode, {}).get(framework, ()))
+    return [name for name, spec in OPS.items() if not limits & set(spec.limits)]
+
+
+def coverage_key(framework: str, mode: str, sample: Sample, layout: str = "contiguous", dtype: str = DTYPE) -> dict[str, str]:
+    """One ledger entry's combination, as the report stores it (plain JSON)."""
+    return {"framework": framework, "mode": mode, "op": sample.op, "params": sample.params.label,
+            "regime": sample.regime, "dtype": dtype, "layout": layout}
+
+
+def registered() -> list[dict[str, str]]:
+    """Every combination a complete run of the op suite visits."""
+    out = []
+    for framework in ("tensorflow", "torch"):
+        for mode in MODES:
+            for op in ops_for(framework, mode):
+                if mode == "layout":
+                    out += [coverage_key(framework, mode, s, layout) for layout, s in layout_samples(op)]
+                else:
+                    out += [coverage_key(framework, mode, s) for s in samples(op)]
+    return out
+
+
+# --------------------------------------------------------------------------- drawing a case
+
+
+def _broadcast_pair(draw: Draw, max_side: int) -> tuple[Shape, Shape]:
+    """(full, small): ``small`` broadcasts to ``full`` along at least one dim of size > 1
+    (a dim of size 1, and maybe fewer leading dims)."""
+    full = draw(st.lists(st.integers(2, max_side), min_size=1, max_size=3))
+    j = draw(st.integers(0, len(full) - 1))
+    full[j] = max(full[j], 2)
+    small = [1 if d == j else n for d, n in enumerate(full)]
+    small = small[draw(st.integers(0, j)):]
+    return tuple(full), tuple(small)
+
+
+def _shapes(draw: Draw, op: str, operands: str | None, max_side: int) -> tuple[Shape, ...] | None:
+    from .generate import _related_shape
+
+    spec = OPS[op]
+    if operands in ("broadcast_b", "broadcast_a"):
+        full, small = _broadcast_pair(draw, max_side)
+        return (full, small) if operands == "broadcast_b" else (small, full)
+    first = spec.hint(draw, max_side) if spec.hint else _draw_shape(draw, max_side, min_rank=1)
+    # Every side at least 2 (hypothesis's simplest example would otherwise be all ones):
+    # reductions then reduce, transposes transpose, and each parameter class applies.
+    first = tuple(max(n, 2) for n in first)
+    if spec.arity == 1:
+        return (first,)
+    if operands == "same":
+        return (first, first)
+    second = _related_shape(draw, first, max_side)
+    return (first, second) if spec.accepts([first, second]) else None
+
+
+def _params(draw: Draw, op: str, cls: ParamClass, shapes: Sequence[Shape]) -> dict[str, Any] | None:
+    plan = OPS[op].plan(draw, shapes, [INPUT_MAX] * len(shapes))
+    if plan is None:
+        return None
+    fixed = {k: (v.value(shapes) if isinstance(v, Pick) else v) for k, v in cls.fixed}
+    return {**plan, **fixed}
+
+
+def branch_inputs(program: Program, seed: int) -> list[Array]:
+    """Values on both sides of every kink of the op, ``KINK_MARGIN`` to ``4 KINK_MARGIN`` away."""
+    rng = np.random.default_rng(seed)
+    kinks = program.kinks()
+    out = []
+    for i, shape in enumerate(program.input_shapes):
+        points = np.asarray(kinks.get(i, (0.0,)))
+        at = rng.choice(points, size=shape)
+        away = rng.choice([-1.0, 1.0], size=shape) * rng.uniform(KINK_MARGIN, 4 * KINK_MARGIN, size=shape)
+        out.append(np.asarray(at + away, dtype=np.float64))
+    return out
+
+
+def _case(program: Program, regime: str, seed: int) -> ProgramCase:
+    if regime == BRANCH:
+        return ProgramCase(program, branch_inputs(program, seed))
+    recipe = InputRecipe(seed, (regime,) * program.n_inputs)
+    return ProgramCase(program, make_inputs(program, recipe), recipe)
+
+
+@st.composite
+def sample_cases(draw: Draw, sample: Sample, max_side: int = 4) -> ProgramCase:
+    """A one-op program of ``sample``'s class and inputs of its regime (hypothesis draws the
+    rest); a draw that does not fit the class (shapes the op refuses) is drawn again."""
+    for _ in range(50):
+        shapes = _shapes(draw, sample.op, sample.params.operands, max_side)
+        if shapes is None or any(int(np.prod(s)) > MAX_SIZE for s in shapes):
+            continue
+        params = _params(draw, sample.op, sample.params, shapes)
+        if params is None:
+            continue
+        args = tuple(range(len(shapes))) if len(shapes) > 1 else ()
+        try:
+            program = Program(tuple(shapes), (Op(sample.op, tuple(params.items()), args),))
+        except ValueError:
+            continue
+        if not np.prod(program.output_shape, dtype=int):
+            continue  # an empty result checks nothing
+        case = _case(program, sample.regime, draw(st.integers(0, 2**32 - 1)))
+        with np.errstate(all="ignore"):
+            if np.all(np.isfinite(program.numpy(case.inputs))):
+                return case
+    raise ValueError(f"no valid case for {sample} in 50 draws: the sample table and the op's plan disagree")
