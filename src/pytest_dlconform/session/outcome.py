@@ -93,6 +93,8 @@ def _outcome(run: Any) -> _Outcome:
     _apply_divergences(run, outcome)
     from .. import repro  # each violated test's standalone script (issue 14)
     outcome.doc = repro.attach(outcome.doc)
+    from .. import coverage  # the op suite's coverage ledger (issue 12)
+    outcome.doc = outcome.doc.replace(coverage=coverage.ledger(outcome.doc))
     _compare_baseline(run, outcome)
     run._dl_outcome = outcome  # computed once: finish, then summarize
     return outcome
