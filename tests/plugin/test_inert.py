@@ -84,6 +84,25 @@ def test_a_claim_with_a_property_inside():
 '''
 
 
+MODULE_LEVEL = '''
+import time
+import pytest
+from hypothesis import given, strategies as st
+from pytest_dlconform.inputs import budget
+
+@budget(5)
+@given(st.integers())
+def _helper(x):
+    time.sleep(0.25)  # above hypothesis's default 200 ms deadline: the ci profile has none
+    with open("helper-examples.txt", "a") as fh:
+        fh.write(f"{x}\\n")
+
+@pytest.mark.claim("autodiff.tape.watch")
+def test_a_claim_calling_a_module_level_property():
+    _helper()
+'''
+
+
 @pytest.fixture
 def host(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A host project with no dlconform configuration, and a recording fake nvidia-smi."""
@@ -137,6 +156,18 @@ def test_the_host_profile_applies_to_host_tests_and_ours_to_claim_tests(host: py
     (host.path / "claim-examples.txt").unlink()
     host.runpytest_subprocess("--dl-framework=torch").assert_outcomes(passed=3)
     assert lines(host.path / "claim-examples.txt") == claim  # derandomized: the same examples
+
+
+def test_a_module_level_property_a_claim_test_calls_gets_the_claim_budget(host: pytest.Pytester) -> None:
+    """Decorated at import, before any budget exists: without the run's budget it keeps
+    hypothesis's defaults (random examples, a 200 ms deadline that this helper exceeds)."""
+    host.makepyfile(test_helper=MODULE_LEVEL)
+    host.runpytest_subprocess("--dl-framework=torch").assert_outcomes(passed=1)
+    first = lines(host.path / "helper-examples.txt")
+    assert len(first) == 5
+    (host.path / "helper-examples.txt").unlink()
+    host.runpytest_subprocess("--dl-framework=torch").assert_outcomes(passed=1)
+    assert lines(host.path / "helper-examples.txt") == first  # derandomized: the same examples
 
 
 def test_properties_defined_inside_a_claim_test_get_the_claim_budget(host: pytest.Pytester) -> None:

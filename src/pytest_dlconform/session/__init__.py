@@ -95,9 +95,19 @@ class Run(Workers, Collection, Guard, Outcome):
         budget = self.budget()
         budgets.set_active(budget)
         label = f"{self.settings.profile}:{id(budget)}"
+        modules = {}
         for item in items:
             if item.stash.get(ITEM_KEY, None) is not None:
                 budgets.apply_to(getattr(item, "function", None), budget, label)
+                module = getattr(item, "module", None)
+                if module is not None:
+                    modules[module.__name__] = module
+        # A property defined at module level and called by a claim test (a `_helper` with
+        # @given) was decorated at import, so as_default cannot reach it: give it the budget too.
+        for module in modules.values():
+            for obj in list(vars(module).values()):
+                if getattr(obj, "is_hypothesis_test", False):
+                    budgets.apply_to(obj, budget, label)
 
     def match_divergence(self, test: dict[str, Any], failure: Any) -> Any:
         from .. import divergences
