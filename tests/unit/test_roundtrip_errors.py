@@ -382,3 +382,18 @@ def test_forward_magnitude_bounds_the_outputs():
     x = rt.example_inputs(SPEC, [6], seed=5)[0]
     out = rt.numpy_forward(SPEC, x, bn_eps=1e-3, ln_eps=1e-3)
     assert np.max(np.abs(out)) <= rt.forward_magnitude(SPEC, x, bn_eps=1e-3, ln_eps=1e-3)
+
+
+def test_int8_kernels_without_a_layer_name_are_attributed_by_shape_and_still_checked():
+    """TF 2.20's converter names a quantised kernel "tfl.pseudo_qconst": it is found by its
+    shape (the TF 2.20 upgrade run's false NotQuantised), and a wrong one still fails."""
+    good = _int8_kernel(rt.parameters(SPEC)[0]["kernel"])
+    unnamed = rt.Int8Tensor("tfl.pseudo_qconst", good.values, good.scales, good.zero_points, 0)
+    assert rt.assert_int8_weights(SPEC, [unnamed], min_elements=1024, what="unnamed") == [0]
+    flipped = good.values.copy()
+    flipped[3, 5] = -flipped[3, 5] if flipped[3, 5] != 0 else 9
+    wrong = rt.Int8Tensor("tfl.pseudo_qconst", flipped, good.scales, good.zero_points, 0)
+    with pytest.raises(rt.QuantisedWeightsMismatch, match=r"weight \[3, 5\] stored as .* steps away"):
+        rt.assert_int8_weights(SPEC, [wrong], min_elements=1024, what="unnamed, flipped")
+    other = rt.Int8Tensor("tfl.pseudo_qconst_1", good.values[:, ::-1].copy(), good.scales, good.zero_points, 0)
+    assert rt.assert_int8_weights(SPEC, [other, unnamed], min_elements=1024, what="two of one shape") == [0]

@@ -133,12 +133,15 @@ def assert_int8_weights(spec: ModelSpec, tensors: Iterable[Int8Tensor], *, min_e
     __tracebackhide__ = True
     import re
 
+    tensors = list(tensors)
     by_layer: dict[int, list[Int8Tensor]] = {}
+    unnamed: list[Int8Tensor] = []  # e.g. TF 2.20's "tfl.pseudo_qconst": attributed by shape below
     for t in tensors:
         found = re.search(r"(?:^|/)dense_(\d+)(?:_\d+)?/", t.name)
         if found:
             by_layer.setdefault(int(found.group(1)), []).append(t)
-    tensors = list(tensors)
+        else:
+            unnamed.append(t)
     checked: list[int] = []
     for i, (layer, p) in enumerate(zip(spec.layers, parameters(spec))):
         if layer.kind != "dense" or p["kernel"].size < min_elements:
@@ -146,15 +149,34 @@ def assert_int8_weights(spec: ModelSpec, tensors: Iterable[Int8Tensor], *, min_e
         w = p["kernel"].T  # [out, in], as TFLite stores a fully connected kernel
         match = [t for t in by_layer.get(i, []) if t.values.shape == w.shape]
         if not match:
+            match = [t for t in unnamed if t.values.shape == w.shape]
+        if not match:
             raise NotQuantised(f"{what}: kernel of layer dense_{i} ({w.size} entries >= {min_elements}) is not stored as "
                                f"int8 (int8 tensors: {[t.name for t in tensors]})")
-        _check_int8_kernel(match[0], w.astype(np.float32).astype(np.float64), f"{what}: layer dense_{i} ({match[0].name})")
+        _check_int8_kernel(_quantised_kernel(match, w, f"{what}: layer dense_{i}"), w.astype(np.float32).astype(np.float64),
+                           f"{what}: layer dense_{i} ({match[0].name})")
+        unnamed = [t for t in unnamed if t is not match[0]]
         checked.append(i)
     if not checked:
         raise NotQuantised(f"{what}: no dense kernel of >= {min_elements} entries in {spec.describe()}: "
                            "an int8 check would pass vacuously")
     evidence.note(int8_kernels_checked=len(checked))
     return checked
+
+
+def _quantised_kernel(candidates: list[Int8Tensor], w: np.ndarray, what: str) -> Int8Tensor:
+    """The candidate that holds this kernel: a tensor named after the layer, or, among the
+    unnamed int8 tensors of its shape, the first one that is its correct quantisation (two
+    layers of one shape each claim their own tensor). Candidates are reordered in place so
+    the chosen one is first; with none correct, the first is returned for its error."""
+    for k, t in enumerate(candidates):
+        try:
+            _check_int8_kernel(t, w.astype(np.float32).astype(np.float64), what)
+        except AssertionError:
+            continue
+        candidates.insert(0, candidates.pop(k))
+        return t
+    return candidates[0]
 
 
 def _check_int8_kernel(t: Int8Tensor, w: np.ndarray, what: str) -> None:
