@@ -491,6 +491,10 @@ def _headline(c: Comparison) -> str:
     return "no regression" + (f"; {counts}" if counts else "")
 
 
+def _frameworks(c: Comparison) -> str:
+    return ", ".join(f or "(none)" for f in c.scope.frameworks)
+
+
 def _devices(c: Comparison) -> str:
     return "across device kinds (none in common)" if c.scope.across_devices else f"devices {', '.join(c.scope.devices)}"
 
@@ -504,7 +508,7 @@ def _unchanged(c: Comparison) -> str:
 
 def to_text(c: Comparison) -> str:
     out = [f"dlconform compare: {_headline(c)}", f"  old: {c.old_env}", f"  new: {c.new_env}",
-           f"  compared: {c.shared_claims} claim(s) both ran; frameworks {', '.join(f or '(none)' for f in c.scope.frameworks)}; "
+           f"  compared: {c.shared_claims} claim(s) both ran; frameworks {_frameworks(c)}; "
            f"{_devices(c)}; drift threshold {c.threshold:g} of the tolerance",
            f"  unchanged: {_unchanged(c)}"]
     out += [f"  note: {n}" for n in c.scope.notes]
@@ -530,7 +534,7 @@ def to_markdown(c: Comparison) -> str:
     icon = ":x:" if c.regressed or c.held_to_error else ":white_check_mark:"
     out = [f"### dlconform compare: {icon} {_md(_headline(c))}", "",
            f"- **old:** {_md(c.old_env)}", f"- **new:** {_md(c.new_env)}",
-           f"- **compared:** {c.shared_claims} claim(s) both ran; frameworks {', '.join(f or '(none)' for f in c.scope.frameworks)}; "
+           f"- **compared:** {c.shared_claims} claim(s) both ran; frameworks {_frameworks(c)}; "
            f"{_devices(c)}; drift threshold {c.threshold:g} of the tolerance", f"- **unchanged:** {_unchanged(c)}"]
     out += [f"- note: {_md(n)}" for n in c.scope.notes]
     out += [f"- {_md(line)}" for line in c.divergences]
