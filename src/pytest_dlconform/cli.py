@@ -9,6 +9,8 @@
                                          the standalone script that reproduces a violated test (repro.py)
     dlconform soak [--quick N] [--explore M] [--out DIR] [-- PYTEST ARGS]
                                          run the suites N+M times with random seeds (soak.py)
+    dlconform mutate [--area A] [--mutant NAME ...] [--sample N --seed S] [-n 2]
+                                         the mutation score: the suites against framework mutants (mutants/)
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="report a margin that grew by at least this fraction of the tolerance (default 0.25)")
     cmp.add_argument("--known-divergences", metavar="TOML", help="known-divergences file applied to the new report")
     cmp.add_argument("--fail-on-drift", action="store_true", help="exit 1 on evidence drift too")
+    sub.add_parser("mutate", help="the mutation score (mutants/runner.py)", add_help=False)
     sub.add_parser("repro", help="print the standalone script that reproduces a violated test (repro.py)", add_help=False)
     page = sub.add_parser("html", help="render a JSON report as a self-contained HTML page")
     page.add_argument("report")
@@ -60,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import soak
 
         return soak.main(argv[1:])
+    if argv[:1] == ["mutate"]:
+        from .mutants import runner
+
+        return runner.main(argv[1:])
     if argv[:1] == ["repro"]:
         from . import repro
 
