@@ -79,7 +79,7 @@ def _read_log(path: Path) -> tuple[int, list[str]]:
     except OSError:
         return 0, []
     applied = sum(1 for line in lines if " applied " in f" {line} ")
-    failed = [line.split(" ", 1)[1] for line in lines if line.split(" ")[1:2] == ["failed"]]
+    failed = [line.split(" ", 2)[2] for line in lines if line.split(" ")[1:2] == ["failed"]]
     return applied, failed
 
 

@@ -1,0 +1,221 @@
+"""The mutation tool (pytest_dlconform.mutants): the runner's verdicts, the import hook in
+fresh interpreters (and its absence in a clean run), the library's bookkeeping, bad input.
+
+The runner tests use mutants of this file's own (registered through DLCONFORM_MUTANT_MODULES,
+as a library module would be): one that is caught, one that is harmless by construction, one
+whose patch cannot apply. Each runs one narrow suite test in a real pytest process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_dlconform import claims
+from pytest_dlconform.mutants import AREAS, ENV_VAR, LOG_VAR, registry, runner, site
+from pytest_dlconform.mutants.hook import EXTRA_MODULES_VAR
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACKERS = ("https://github.com/pytorch/", "https://github.com/tensorflow/", "https://github.com/keras-team/",
+            "https://github.com/meta-pytorch/")
+
+TEST_MUTANTS = '''
+from pytest_dlconform.mutants import mutant
+from pytest_dlconform.mutants.modules import _torch_dropout_no_rescale
+
+
+@mutant("test-caught", areas="modules", claims="modules.dropout", target="torch",
+        select="inplace_and_rate", cite="https://github.com/pytorch/pytorch/pull/10417", bug="dropout unscaled")
+def _caught():
+    _torch_dropout_no_rescale()
+
+
+@mutant("test-harmless", areas="modules", claims="modules.dropout", target="torch",
+        select="inplace_and_rate", cite="https://github.com/pytorch/pytorch/pull/10417", bug="changes nothing")
+def _harmless():
+    import torch
+    torch._dlconform_harmless = True  # an attribute nobody reads: behaviour is unchanged
+
+
+@mutant("test-broken", areas="modules", claims="modules.dropout", target="torch",
+        select="inplace_and_rate", cite="https://github.com/pytorch/pytorch/pull/10417", bug="cannot apply")
+def _broken():
+    import torch
+    torch.nn.functional.no_such_function.__name__  # AttributeError: the patch does not fit this torch
+
+
+@mutant("test-plain-module", areas="modules", claims="modules.dropout", target="dlconform_probe_target",
+        cite="https://github.com/pytorch/pytorch/pull/10417", bug="rewrites a probe module's value")
+def _probe():
+    import dlconform_probe_target
+    dlconform_probe_target.VALUE = "mutated"
+'''
+
+
+@pytest.fixture
+def mutant_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with this file's mutants and a probe module, importable in every child."""
+    (tmp_path / "dlconform_test_mutants.py").write_text(textwrap.dedent(TEST_MUTANTS))
+    (tmp_path / "dlconform_probe_target.py").write_text('VALUE = "original"\n')
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv(EXTRA_MODULES_VAR, "dlconform_test_mutants")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    importlib.import_module("dlconform_test_mutants")
+    return tmp_path
+
+
+# ----------------------------------------------------------------- classification (pure)
+
+
+def _outcome(tmp_path: Path, exit_code: int | None = 0) -> runner.Outcome:
+    return runner.Outcome("m", "modules", "modules.dropout", "", [], str(tmp_path / "r.json"), str(tmp_path / "l.log"),
+                          exit_code=exit_code)
+
+
+def _doc(*verdicts: str, expected: bool = False) -> dict:
+    tests = [{"nodeid": f"t{i}", "verdict": v, "reason": "boom\nmore", "expected": ["x"] if expected else None}
+             for i, v in enumerate(verdicts)]
+    return {"claims": {"modules.dropout": {"tests": tests}}}
+
+
+def _log(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "m.mutant.log"
+    path.write_text("".join(f"{1000 + i} {line}\n" for i, line in enumerate(lines)))
+    return path
+
+
+@pytest.mark.parametrize(("verdicts", "lines", "exit_code", "want", "detail"), [
+    (("holds", "violated"), ("applied m",), 1, "killed", "1 violated, e.g. t1: boom"),
+    (("holds", "holds"), ("applied m",), 0, "survived", "all 2 test(s) held"),
+    (("holds", "error"), ("applied m",), 1, "error", "1 test error(s), e.g. t1"),
+    (("not applicable",), ("applied m",), 0, "error", "nothing ran"),
+    (("holds",), (), 0, "error", "mutant never applied"),
+    (("violated",), ("applied m", "failed m: AttributeError: x"), 1, "error", "mutant not applied: m: AttributeError"),
+    (("holds",), ("applied m",), None, "error", "timed out"),
+    (("holds",), ("applied m",), 4, "error", "usage error"),
+])
+def test_runner_classifies_each_kind_of_run(tmp_path, verdicts, lines, exit_code, want, detail):
+    out = _outcome(tmp_path, exit_code)
+    runner.classify(out, _doc(*verdicts), mutant_log=_log(tmp_path, *lines), target="torch")
+    assert (out.verdict, detail in out.detail) == (want, True), out.detail
+
+
+def test_a_violation_a_known_divergence_explains_is_not_a_kill(tmp_path):
+    out = _outcome(tmp_path, 1)
+    runner.classify(out, _doc("holds", "violated", expected=True), mutant_log=_log(tmp_path, "applied m"), target="t")
+    assert out.verdict == "survived" and out.counts["expected"] == 1, out
+
+
+def test_score_counts_per_area(tmp_path):
+    outs = [_outcome(tmp_path) for _ in range(4)]
+    for o, (area, verdict) in zip(outs, [("data", "killed"), ("data", "survived"), ("modules", "killed"),
+                                         ("modules", "error")]):
+        o.area, o.verdict = area, verdict
+    s = runner.score(outs)
+    assert s["per_area"] == {"data": {"killed": 1, "survived": 1, "error": 0},
+                             "modules": {"killed": 1, "survived": 0, "error": 1}}
+    assert (s["killed"], s["total"], s["score_percent"]) == (2, 4, 50.0)
+
+
+# ----------------------------------------------------------------- the hook in fresh interpreters
+
+
+def _child(env: dict[str, str], code: str) -> str:
+    """``code`` in a child that itself starts a fresh interpreter through fresh.run_python."""
+    outer = textwrap.dedent(f"""
+        from pytest_dlconform.fresh import run_python
+        print(run_python({code!r}, timeout=120))
+    """)
+    done = subprocess.run([sys.executable, "-c", outer], env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_hook_reaches_a_grandchild_interpreter_and_a_clean_run_is_untouched(mutant_dir, tmp_path):
+    folder = site.prepare(tmp_path / "site")
+    log = tmp_path / "mutant.log"
+    probe = "import dlconform_probe_target as m, sys; emit([m.VALUE, 'pytest_dlconform.mutants.hook' in sys.modules])"
+    assert _child(site.environment(folder, "test-plain-module", log), probe) == "['mutated', True]"
+    applied = [line for line in log.read_text().splitlines() if " applied test-plain-module" in line]
+    assert len(applied) == 1, log.read_text()  # the grandchild imported the target; the child did not
+    clean_log = tmp_path / "clean.log"
+    assert _child(site.environment(folder, None, clean_log), probe) == "['original', False]"
+    assert not clean_log.exists(), "a run without DLCONFORM_MUTANT wrote to the mutant log"
+
+
+def test_a_library_mutant_changes_torch_in_a_fresh_interpreter(tmp_path):
+    folder = site.prepare(tmp_path / "site")
+    code = ("import torch; torch.manual_seed(0); y = torch.nn.functional.dropout(torch.ones(1000), 0.5); "
+            "emit(sorted({float(v) for v in y}))")
+    assert _child(site.environment(folder, "torch-dropout-no-rescale", None), code) == "[0.0, 1.0]"
+    assert _child(site.environment(folder, None, None), code) == "[0.0, 2.0]"  # clean: scaled by 1/(1-p)
+
+
+def test_the_environment_puts_the_site_folder_first_and_drops_a_stale_mutant(tmp_path):
+    env = site.environment(tmp_path, None, None, base={"PYTHONPATH": "/a", ENV_VAR: "old", LOG_VAR: "/x"})
+    assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path), "/a"]) and ENV_VAR not in env and LOG_VAR not in env
+
+
+# ----------------------------------------------------------------- the runner end to end
+
+
+def test_runner_kills_the_caught_mutant_keeps_the_harmless_one_and_flags_the_broken_one(mutant_dir, tmp_path):
+    out = tmp_path / "out"
+    code = runner.main(["--mutant", "test-caught", "test-harmless", "test-broken", "--out", str(out), "-n", "0"])
+    doc = json.loads((out / "mutate.json").read_text())
+    got = {m["mutant"]: (m["verdict"], m["detail"]) for m in doc["mutants"]}
+    assert got["test-caught"][0] == "killed" and "1 violated" in got["test-caught"][1], got
+    assert got["test-harmless"][0] == "survived", got
+    assert got["test-broken"][0] == "error" and "AttributeError" in got["test-broken"][1], got
+    assert doc["score"]["killed"] == 1 and doc["score"]["total"] == 3 and code == 0
+
+
+# ----------------------------------------------------------------- the library
+
+
+def test_every_library_mutant_cites_a_framework_tracker_and_names_registered_claims():
+    library = {n: m for n, m in registry().items() if not n.startswith("test-")}
+    assert len(library) >= 60, f"{len(library)} mutants"
+    problems = []
+    for m in library.values():
+        if not m.cite.startswith(TRACKERS):
+            problems.append(f"{m.name}: cite {m.cite} is not a TensorFlow, Keras or PyTorch tracker")
+        if not claims.matching(m.claims):
+            problems.append(f"{m.name}: claims {m.claims} match no registered claim")
+        if m.target not in ("torch", "tensorflow", "keras"):
+            problems.append(f"{m.name}: target {m.target}")
+    assert not problems, "\n".join(problems)
+    covered = {a for m in library.values() for a in m.areas}
+    assert covered >= set(AREAS) - {"model"}, f"areas without a mutant: {set(AREAS) - covered}"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--mutant", "no-such"], "--mutant no-such: no such mutant; list them with `dlconform mutate --list`"),
+    (["--area", "nowhere"], "--area nowhere: no such area"),
+    (["--sample", "0"], "--sample 0: give a count from 1 to"),
+    (["--area", "data", "--sample", "999"], "--sample 999: give a count from 1 to"),
+    (["--fail-under", "150"], "--fail-under 150.0: give a percentage from 0 to 100"),
+])
+def test_bad_input_is_one_line_with_the_fix_and_exit_2(argv, message):
+    done = subprocess.run([sys.executable, "-m", "pytest_dlconform.cli", "mutate", *argv], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2, done
+    assert done.stderr.startswith("dlconform mutate: " + message) and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_seeded_sample_is_reproducible_and_differs_by_seed():
+    def sample(seed: str) -> list[str]:
+        args = runner._parser().parse_args(["--sample", "10", "--seed", seed])
+        chosen, problem = runner.select(args, registry())
+        assert not problem
+        return [m.name for m in chosen]
+    assert sample("2026-12-01") == sample("2026-12-01") != sample("2026-12-02")
