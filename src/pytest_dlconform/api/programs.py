@@ -19,10 +19,14 @@ from ..programs import (
     program_cases,
     programs,
 )
+from ..programs.core import INPUT_MAX
+from ..programs.errors import LINEAR_OPS, gradient_error_bound, low_precision_error_bound
 from ..programs.samples import MODES, coverage_key, layout_samples, ops_for, registered, sample_cases, samples
 
 __all__ = [
+    "INPUT_MAX",
     "LAYOUTS",
+    "LINEAR_OPS",
     "MODES",
     "TF_FORWARD_MODE",
     "TORCH_FLOAT64_GRADIENT",
@@ -31,8 +35,10 @@ __all__ = [
     "Program",
     "ProgramCase",
     "coverage_key",
+    "gradient_error_bound",
     "input_recipes",
     "layout_samples",
+    "low_precision_error_bound",
     "op_names",
     "ops_for",
     "program_cases",

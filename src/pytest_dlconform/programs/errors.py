@@ -11,6 +11,7 @@ rounding work) or, for elementwise ops, the numerical derivative of its referenc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -140,3 +141,202 @@ def _tangent_rule(spec: OpSpec, xs: Sequence[Array], out: Array, p: Params,
     terms = spec.deriv_scale(x, p) if spec.deriv_scale else 0.0
     local = ULPS * float(np.max(d2 * (np.abs(x) + extra) + terms))
     return (1.25 * float(np.max(np.abs(d))),), 1.0, local
+
+
+
+#: Ops whose Jacobian does not depend on the primal values (linear ops and data movement):
+#: a forward error in their inputs leaves their tangent rule unchanged.
+LINEAR_OPS: Final = frozenset({
+    "add", "sub", "sum", "mean", "cumsum", "einsum", "tensordot", "linear", "conv2d", "avg_pool2d", "trace",
+    "diagonal", "permute", "reshape", "flip", "roll", "slice", "gather", "broadcast_to", "concat", "stack",
+})
+
+
+def low_precision_error_bound(program: Program, xs: Sequence[Any], dtype: str) -> float:
+    """Bound on ``max|f_dtype(xs) - f(xs)|`` for inputs ``xs`` that are already values of
+    ``dtype`` (rounded by the caller): :func:`error_bound` without the inputs' rounding,
+    plus the cancellations a narrow dtype exposes (:func:`_cancellation`)."""
+    return UNIT_ROUNDOFF[dtype] * _forward_errors(program, xs, dtype)[-1]
+
+
+def gradient_error_bound(program: Program, xs: Sequence[Any], dtype: str) -> tuple[float, float]:
+    """``(B, floor)``: a gradient computed by reverse mode in ``dtype`` at inputs ``xs``
+    that are values of ``dtype``, with a cotangent ``w`` of ``dtype``, differs from the
+    exact gradient at the same ``xs`` and ``w`` by at most ``B * ||w||_1 + floor`` per entry.
+
+    First order in ``u`` (the products of two first-order terms are ``(ULPS u)**2``
+    relative, at most 1.6% of one of them even in bfloat16, inside ``ULPS``'s margin):
+
+    * the rounding of the tangent rules, as :func:`derivative_error_bound`: each op's
+      backward rule backward-stable, ``f'`` evaluated at a primal carrying a few ulps;
+    * ``f'`` computed from the rounded *output* (sigmoid's ``y (1 - y)``, tanh's
+      ``1 - y**2``): ``y`` carries ``ULPS u |y|``, which moves ``f'`` by
+      ``ULPS u |y| |f''| / |f'|`` (``df'/dy = f''/f'``); near 1, ``1 - y`` cancels;
+    * reverse mode accumulates where forward mode does not: the transpose of a data
+      movement that reads an entry ``m`` times (gather with repeated indices,
+      broadcast_to) is a sum of ``m`` terms, and a register read by ``k`` ops receives
+      the sum of ``k`` cotangents: both are counted as rounding work;
+    * the forward error ``delta`` of a computed register an elementwise op reads moves
+      its ``f'`` by ``max_t |f'(x + t delta) - f'(x)|`` (sampled at ``t = +-1/2, +-1``;
+      no second derivative: in bfloat16 ``delta`` is not small against the curvature's
+      scale). Only linear ops (:data:`LINEAR_OPS`) and elementwise ones may read a
+      computed register; another op reading one raises ValueError (its Jacobian's
+      dependence on a perturbed primal is not modelled). Per-op programs qualify.
+
+    ``floor`` allows flushing to zero: each op of the backward may flush values below the
+    smallest normal number, propagated by the tangents' Lipschitz constants.
+    """
+    u = UNIT_ROUNDOFF[dtype]
+    regs = program.trace(xs)
+    forward = _forward_errors(program, xs, dtype)
+    tangents = [1.0] * program.n_inputs
+    errs = [0.0] * program.n_inputs
+    for k, op in enumerate(program.ops):
+        idx = program.arg_indices(k)
+        spec = OPS[op.name]
+        computed = [i for i in idx if i >= program.n_inputs]
+        if computed and spec.lip is not None and op.name not in LINEAR_OPS:
+            raise ValueError(f"op {k} {op!r} reads a computed register: its tangent rule's dependence on a "
+                             "perturbed primal value is not modelled (use it on inputs only)")
+        args = [regs[i] for i in idx]
+        out = regs[program.n_inputs + k]
+        lips, work, local = _tangent_rule(spec, args, out, op.kwargs, program.weights(k))
+        work = max(work, _fan_in(spec, args, op.kwargs, program.weights(k)))
+        if spec.lip is None:
+            local += _output_based(spec, args[0], out, op.kwargs)
+            if computed:
+                local += _derivative_shift(spec, args[0], u * forward[idx[0]], op.kwargs) / u
+        local += _cancellation(op.name, args, op.kwargs, gradient=True)
+        t_in = [tangents[i] for i in idx]
+        t_out = sum(L * t for L, t in zip(lips, t_in))
+        received = sum(L * errs[i] for L, i in zip(lips, idx))
+        errs.append(received + ULPS * work * (t_out + sum(L * t for L, t in zip(lips, t_in))) + local * max(t_in))
+        tangents.append(t_out)
+    # A register read k times gets k cotangents summed: k - 1 roundings of terms bounded,
+    # along every path through it, by the output's tangent bound.
+    reads = [0] * len(regs)
+    for k in range(len(program.ops)):
+        for i in program.arg_indices(k):
+            reads[i] += 1
+    accumulated = ULPS * sum(max(0, r - 1) for r in reads) * tangents[-1]
+    floor = ULPS * len(program.ops) * SMALLEST_NORMAL[dtype] * max(1.0, max(tangents))
+    return u * (errs[-1] + accumulated), floor
+
+
+def _forward_errors(program: Program, xs: Sequence[Any], dtype: str) -> list[float]:
+    """Each register's forward error bound in units of u, inputs exact (as error_bound
+    otherwise), with the cancellations of :func:`_cancellation`."""
+    u = UNIT_ROUNDOFF[dtype]
+    floor = SMALLEST_NORMAL[dtype] / u
+    regs = program.trace(xs)
+    errs = [floor for _ in regs[: program.n_inputs]]
+    for k, op in enumerate(program.ops):
+        idx = program.arg_indices(k)
+        args, arg_errs = [regs[i] for i in idx], [errs[i] for i in idx]
+        out = regs[program.n_inputs + k]
+        err = _op_error(OPS[op.name], args, arg_errs, out, op.kwargs, program.weights(k))
+        errs.append(err + ULPS * _cancellation(op.name, args, op.kwargs) + ULPS * floor)
+    return errs
+
+
+#: Ops whose backward evaluates ``exp(x - m)`` (softmax weights) at primal values: the
+#: exponent errs by ``u (|x| + |m|) <= 2 u max|x|``, a relative error of the weights that
+#: grows with the inputs' magnitude, not with the tangents' (negligible in float64, 13 u
+#: in bfloat16 at |x| = 29: explore soak, TensorFlow logcumsumexp).
+_EXP_WEIGHTS: Final = frozenset({"logsumexp", "softmax", "log_softmax", "logcumsumexp", "logaddexp"})
+
+
+def _cancellation(name: str, xs: Sequence[Array], p: Params, gradient: bool = False) -> float:
+    """Absolute rounding inside an op that its Lipschitz constant does not see, in units of
+    u (per unit tangent for ``gradient``).
+
+    * layer_norm: ``x - mean`` errs by ``n u max|x|`` and is divided by
+      ``sigma = sqrt(var + eps)``, also where the output is identically 0 (one normalised
+      entry, L = 0); its backward's terms ``(g - mean g) / sigma`` and
+      ``y mean(g y) / sigma`` are of size ``|g| / sigma``;
+    * the softmax-weight ops (:data:`_EXP_WEIGHTS`), backward: ``2 max|x|``;
+    * gelu, backward: TensorFlow composes it (``0.5 x (1 + tanh z)``, ``0.5 x erfc(-x/sqrt 2)``),
+      so its tangent rule sums ``0.5 (1 + |t|) + 0.5 |x| (1 + t^2) |z'|`` (tanh form) or
+      ``Phi(x) + |x| phi(x)`` (erf form), terms that cancel for x << 0.
+    """
+    if any(x.size == 0 for x in xs):
+        return 0.0
+    x = xs[0]
+    if name == "layer_norm":
+        axes = tuple(range(x.ndim - p["k"], x.ndim))
+        n = int(np.prod([x.shape[a] for a in axes]))
+        sigma = float(np.min(np.sqrt(np.var(x, axis=axes) + p["eps"])))
+        return n * (2.0 if gradient else _amax(x)) / sigma
+    if not gradient:
+        return 0.0
+    if name in _EXP_WEIGHTS:
+        return 2.0 * max(_amax(v) for v in xs)
+    if name == "gelu":
+        if p["approximate"] == "tanh":
+            t = np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))
+            dz = 0.7978845608028654 * (1 + 3 * 0.044715 * x**2)
+            return float(np.max(0.5 * (1 + np.abs(t)) + 0.5 * np.abs(x) * (1 + t**2) * dz))
+        phi = np.exp(-0.5 * x**2) / np.sqrt(2 * np.pi)
+        return float(np.max(0.5 * _erfc(-x / np.sqrt(2)) + np.abs(x) * phi))
+    return 0.0
+
+
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _fan_in(spec: OpSpec, xs: Sequence[Array], p: Params, ws: Sequence[Array]) -> float:
+    """How many output entries read one input entry of a data movement (the number of
+    terms its transpose sums); 0 for other ops, whose work already counts their terms."""
+    if spec.category != "shape" or any(x.size == 0 for x in xs):
+        return 0.0
+    fan = 0
+    for j in range(len(xs)):
+        probe = [np.arange(1, x.size + 1, dtype=np.float64).reshape(x.shape) if i == j else np.zeros(x.shape)
+                 for i, x in enumerate(xs)]
+        out = np.asarray(spec.ref(probe, p, ws)).ravel()
+        _, counts = np.unique(out[out > 0], return_counts=True)
+        fan = max(fan, int(counts.max()) if counts.size else 0)
+    return float(fan) if fan > 1 else 0.0
+
+
+def _output_based(spec: OpSpec, x: Array, y: Array, p: Params) -> float:
+    """``ULPS |y| R`` with ``R = |f''| / |f'|`` (units of u per unit tangent): f' computed
+    from the rounded output (``y`` off by ``ULPS u |y|`` moves ``f'`` by that times
+    ``df'/dy = f''/f'``). Where ``f'`` is below the noise of its own central difference
+    (deep saturation: tanh'(13) = 2.6e-11), R is taken at the nearest point towards 0 where
+    it is measurable, ``x 2**-j``: the library's functions saturate monotonically, so R
+    there is what it tends to (tanh: 2, sigmoid: 1; explore soak, TensorFlow tanh at -12.9
+    in bfloat16 returns 0 for 2.6e-11, an error of ``|f'|``, within ``ULPS u |y| R``)."""
+    if x.size == 0:
+        return 0.0
+    x = np.asarray(x, dtype=np.float64).ravel()
+    ratio = np.full(x.shape, np.nan)
+    probe = x.copy()
+    for _ in range(60):
+        todo = np.isnan(ratio)
+        if not todo.any():
+            break
+        v = probe[todo]
+        h = 2.0**-20 * np.maximum(1.0, np.abs(v))
+        fp, f0, fm = (spec.ref([v + h], p, []), spec.ref([v], p, []), spec.ref([v - h], p, []))
+        d = np.abs(fp - fm) / (2 * h)
+        d2 = np.abs(fp - 2 * f0 + fm) / (h * h)
+        noise = 2.0**-52 * (np.abs(f0) + 1.0) / h
+        ok = d > 1e3 * noise
+        ratio[np.flatnonzero(todo)[ok]] = d2[ok] / d[ok]
+        probe[todo] = v * 0.5
+    ratio = np.nan_to_num(ratio, nan=0.0)
+    return ULPS * float(np.max(np.abs(np.asarray(y, dtype=np.float64).ravel()) * ratio))
+
+
+def _derivative_shift(spec: OpSpec, x: Array, delta: float, p: Params) -> float:
+    """max |f'(x + t delta) - f'(x)| over t in {+-1/2, +-1}, f' by central differences."""
+    if x.size == 0 or delta == 0:
+        return 0.0
+
+    def deriv(v: Array) -> Array:
+        h = 2.0**-20 * np.maximum(1.0, np.abs(v))
+        return (spec.ref([v + h], p, []) - spec.ref([v - h], p, [])) / (2 * h)
+
+    d0 = deriv(x)
+    return 1.25 * max(float(np.max(np.abs(deriv(x + t * delta) - d0))) for t in (-1.0, -0.5, 0.5, 1.0))

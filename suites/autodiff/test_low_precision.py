@@ -1,0 +1,115 @@
+"""float32, float16 and bfloat16: forward values and reverse-mode gradients of every op of the
+library against float64, in both frameworks, one test id per op, dtype and framework.
+
+Each example is a one-op program (``programs(max_ops=1, ops=[op])``; a second input, if any,
+reaches the output through linear connectors). The inputs and the cotangent are first
+rounded to the dtype, and the float64 references run at those rounded values, so input
+rounding is no part of the comparison and the bounds are the dtype's own computation:
+
+* forward: ``max|y_dtype - y_numpy64| <= low_precision_error_bound(x, dtype)``;
+* gradient: per entry ``|g_dtype - g_float64| <= (B_dtype + B_64) * ||w||_1 + floor`` with
+  ``(B, floor) = gradient_error_bound`` (``docs/tolerances.md``, "Low-precision
+  gradients"); the float64 gradient is the same framework's, which the float64 suites
+  check against finite differences.
+
+float16's largest finite value is 65504: its inputs are clipped to [-8, 8], where no
+intermediate of any op of the library reaches it (cube 512, prod over 4 entries 4096,
+the 4th power inside norm_c 4096, contraction sums 64 * 64). float32 and bfloat16 (the
+range of float32) take the library's inputs as they are.
+
+Where a framework refuses an op in a dtype, that is "not applicable" only where its
+documentation says the dtype is unsupported (:data:`DOCUMENTED_UNSUPPORTED`, quoted with
+the framework's own error); any other refusal is a violation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_dlconform.api import budget, evidence, not_applicable
+from pytest_dlconform.api.programs import (
+    INPUT_MAX,
+    TORCH_FLOAT64_GRADIENT,
+    ProgramCase,
+    gradient_error_bound,
+    low_precision_error_bound,
+    op_names,
+    program_cases,
+)
+from pytest_dlconform.api.tracing import assert_within
+
+LOW = ("float32", "float16", "bfloat16")
+RANGE = {"float32": INPUT_MAX, "bfloat16": INPUT_MAX, "float16": 8.0}
+U32 = 2.0**-24
+OPS = op_names()
+TORCH_F64_LIMITED = set(OPS) - set(op_names(without=[TORCH_FLOAT64_GRADIENT]))
+# The generator falls back to tanh where the drawn shapes do not suit the op: such draws
+# are not examples of the op (a restriction of the domain, not a discarded check).
+CASES = {name: program_cases(max_ops=1, n_inputs=(1, 2), max_side=4, ops=[name]).filter(
+    lambda c, name=name: any(o.name == name for o in c.program.ops)) for name in OPS}
+
+_TORCH_LINALG = "Supports input of float, double, cfloat and cdouble dtypes"
+_TF_LINALG = "input: Must be one of the following types: half, float32, float64, complex64, complex128"
+#: (framework, op) -> dtypes the framework's documentation excludes, and the page that says so.
+DOCUMENTED_UNSUPPORTED: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    **{("torch", op): (("float16", "bfloat16"), f"torch.linalg.{api} documentation: {_TORCH_LINALG!r}")
+       for op, api in (("det_dd", "det"), ("logdet_dd", "slogdet"), ("inv_dd", "inv"), ("solve_dd", "solve"),
+                       ("cholesky_spd", "cholesky"), ("trisolve", "cholesky"))},
+    **{("tensorflow", op): (("bfloat16",), f"tf.linalg.{api} documentation: {_TF_LINALG!r}")
+       for op, api in (("det_dd", "det"), ("logdet_dd", "slogdet"), ("inv_dd", "inv"), ("solve_dd", "solve"),
+                       ("cholesky_spd", "cholesky"), ("trisolve", "cholesky"))},
+}
+
+
+def rounded(fw: Any, x: np.ndarray, dtype: str, device: str) -> np.ndarray:
+    """x rounded to dtype (round to nearest even, by the framework itself), as float64."""
+    return np.asarray(fw.numpy(fw.tensor(np.asarray(x, dtype=np.float64), dtype, device)), dtype=np.float64)
+
+
+def _run(fw: Any, fn: Any, xs: list[np.ndarray], w: np.ndarray, dtype: str, device: str, op: str) -> tuple[Any, Any]:
+    try:
+        return fw.call(fn, xs, dtype, device), fw.vjp(fn, xs, w, dtype, device)
+    except Exception as exc:  # the framework refused the op in this dtype
+        dtypes, doc = DOCUMENTED_UNSUPPORTED.get((fw.name, op), ((), ""))
+        if dtype in dtypes:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            not_applicable(f"{op} in {dtype} on {device}: {doc}; {fw.name} says: {type(exc).__name__}: {first}")
+        raise
+
+
+def check_low_precision(fw: Any, case: ProgramCase, dtype: str, device: str, seed: int, op: str) -> None:
+    """Forward value and gradient of ``case`` in ``dtype`` against float64 (module docstring)."""
+    __tracebackhide__ = True
+    limit = RANGE[dtype]
+    xs = [rounded(fw, np.clip(x, -limit, limit), dtype, device) for x in case.inputs]
+    w = rounded(fw, np.random.default_rng(seed).standard_normal(case.program.output_shape), dtype, device)
+    program = case.program
+    y, grads = _run(fw, program.build(fw.name, dtype), xs, w, dtype, device, op)
+    grads64 = fw.vjp(program.build(fw.name, "float64"), xs, w, "float64", device)
+    assert_within(y, program.numpy(xs), low_precision_error_bound(program, xs, dtype),
+                  what=f"{fw.name} {op} forward in {dtype} vs float64 reference")
+    b, floor = gradient_error_bound(program, xs, dtype)
+    b64, _ = gradient_error_bound(program, xs, "float64")
+    w1 = float(np.sum(np.abs(w)))
+    for i, (g, g64) in enumerate(zip(grads, grads64)):
+        # torch's float64 hardsigmoid backward is float32-accurate (a known limit): the
+        # reference itself errs by up to u(float32) relative.
+        ref_error = U32 * float(np.max(np.abs(g64))) if fw.name == "torch" and op in TORCH_F64_LIMITED else 0.0
+        assert_within(g, g64, (b + b64) * w1 + floor + ref_error,
+                      what=f"{fw.name} {op} gradient of input {i} in {dtype} vs float64")
+    evidence.note(**{f"checked_{dtype}": True})
+
+
+@pytest.mark.claim("autodiff.gradient.low-precision")
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("op", OPS)
+@budget(2)
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_low_precision_forward_and_gradient_match_float64(dl_framework, dl_device, op, dtype, data, seed):
+    case = data.draw(CASES[op], label="case")
+    check_low_precision(dl_framework, case, dtype, dl_device, seed, op)

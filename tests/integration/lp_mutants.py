@@ -1,0 +1,132 @@
+"""Wrong twins for the low-precision and compiled-backward suites, as a pytest plugin.
+
+Loaded with ``-p lp_mutants`` (this folder on PYTHONPATH), it replaces some ops' templates
+in the op table with implementations whose forward value is right and whose gradient is
+wrong in one place only:
+
+* torch ``sin``: a torch.library custom op whose registered autograd formula is right in
+  eager mode and 1% too large while it is being compiled (``torch.compiler.is_compiling()``
+  is true while AOTAutograd traces the backward), so only a compiled backward is wrong;
+* TensorFlow ``cos``: a tf.custom_gradient whose gradient is 1% too large in graph mode
+  only (``tf.executing_eagerly()`` is false inside tf.function and under XLA);
+* TensorFlow ``sigmoid``: a tf.custom_gradient 10% too large in float16 only;
+* torch ``atan``: an autograd.Function 25% too large in bfloat16 only.
+
+test_low_precision_compiled_mutants.py runs the ci profile with them and asserts that each
+is caught by its op's test, with the message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from pytest_dlconform.programs import OPS
+
+_M = "__import__('lp_mutants')"
+
+#: op -> (framework, template, what is wrong, the test ids that must catch it)
+MUTANTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
+    "sin": ("torch", "torch.ops.dlconform_mutants.sin({a})", "backward 1% too large only while compiled",
+            ("suites/execution/test_compiled_backward.py::"
+             "test_torch_compiled_backward_matches_eager_and_finite_differences[cpu-aot_eager-sin]",)),
+    "cos": ("tensorflow", _M + ".tf_cos({a})", "gradient 1% too large in graph mode only (tf.function, XLA)",
+            ("suites/execution/test_compiled_backward.py::"
+             "test_tf_function_backward_matches_eager_and_finite_differences[cpu-function-cos]",
+             "suites/execution/test_compiled_backward.py::"
+             "test_tf_function_backward_matches_eager_and_finite_differences[cpu-xla-cos]")),
+    "sigmoid": ("tensorflow", _M + ".tf_sigmoid({a})", "gradient 10% too large in float16 only",
+                ("suites/autodiff/test_low_precision.py::"
+                 "test_low_precision_forward_and_gradient_match_float64[tf-cpu-sigmoid-float16]",)),
+    "atan": ("torch", _M + ".atan({a})", "gradient 25% too large in bfloat16 only",
+             ("suites/autodiff/test_low_precision.py::"
+              "test_low_precision_forward_and_gradient_match_float64[torch-cpu-atan-bfloat16]",)),
+}
+
+#: Ids that must still pass with the mutants loaded (the wrong place is one mode or dtype).
+UNAFFECTED: tuple[str, ...] = (
+    "suites/execution/test_compiled_backward.py::"
+    "test_torch_compiled_backward_matches_eager_and_finite_differences[cpu-torchscript-sin]",
+    "suites/autodiff/test_low_precision.py::test_low_precision_forward_and_gradient_match_float64[tf-cpu-sigmoid-float32]",
+    "suites/autodiff/test_low_precision.py::test_low_precision_forward_and_gradient_match_float64[torch-cpu-atan-float16]",
+)
+
+
+def _register_torch() -> None:
+    import torch
+
+    @torch.library.custom_op("dlconform_mutants::sin", mutates_args=(), schema="(Tensor x) -> Tensor")
+    def sin(x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x)
+
+    @sin.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def setup(ctx: Any, inputs: Any, output: Any) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx: Any, g: Any) -> Any:
+        (x,) = ctx.saved_tensors
+        wrong = 1.01 if torch.compiler.is_compiling() else 1.0
+        return g * torch.cos(x) * wrong
+
+    sin.register_autograd(backward, setup_context=setup)
+
+
+class _Atan:
+    fn: Any = None
+
+
+def atan(x: Any) -> Any:
+    import torch
+
+    if _Atan.fn is None:
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                ctx.save_for_backward(x)
+                return torch.atan(x)
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                (x,) = ctx.saved_tensors
+                return g / (1 + x * x) * (1.25 if x.dtype == torch.bfloat16 else 1.0)
+
+        _Atan.fn = Fn.apply
+    return _Atan.fn(x)
+
+
+def tf_cos(x: Any) -> Any:
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def cos(x: Any) -> Any:
+        def grad(g: Any) -> Any:
+            return -g * tf.math.sin(x) * (1.0 if tf.executing_eagerly() else 1.01)
+
+        return tf.math.cos(x), grad
+
+    return cos(x)
+
+
+def tf_sigmoid(x: Any) -> Any:
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def sigmoid(x: Any) -> Any:
+        y = tf.math.sigmoid(x)
+
+        def grad(g: Any) -> Any:
+            return g * y * (1 - y) * (1.1 if x.dtype == tf.float16 else 1.0)
+
+        return y, grad
+
+    return sigmoid(x)
+
+
+def pytest_configure(config: Any) -> None:
+    _register_torch()
+    for op, (framework, template, _, _) in MUTANTS.items():
+        key = "torch" if framework == "torch" else "tf"
+        OPS[op] = replace(OPS[op], **{key: template})
