@@ -171,7 +171,8 @@ def _environment_notes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
     notes = []
     for key in ("profile", "seed"):
         if old.get(key) != new.get(key):
-            notes.append(f"{key} differs ({old.get(key)} vs {new.get(key)}): different examples ran, so margins may drift by chance")
+            notes.append(f"{key} differs ({old.get(key)} vs {new.get(key)}): "
+                         "different examples ran, so margins may drift by chance")
     fw_old, fw_new = old.get("frameworks") or {}, new.get("frameworks") or {}
     for lib in ("numpy", "hypothesis"):
         if fw_old.get(lib) != fw_new.get(lib):

@@ -230,7 +230,8 @@ def _claim_detail(cid: str, entry: Mapping[str, Any]) -> str:
         out.append(f"<p><b>source:</b> {escape(str(claim.get('source', '')))}; "
                    f"<b>frameworks:</b> {escape(', '.join(claim.get('frameworks') or []))}</p>")
         if claim.get("seed_accuracy") not in (None, "accurate"):
-            out.append(f"<p><b>the seed's wording is {escape(claim['seed_accuracy'])}:</b> {escape(str(claim.get('seed') or ''))}</p>")
+            out.append(f"<p><b>the seed's wording is {escape(claim['seed_accuracy'])}:</b> "
+                       f"{escape(str(claim.get('seed') or ''))}</p>")
     else:
         out.append('<p class="problem">not in the claim registry of this version</p>')
     for col in entry["columns"]:

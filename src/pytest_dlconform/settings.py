@@ -71,7 +71,8 @@ HELP = {
     f"TensorFlow: {', '.join(STRATEGY_CHOICES['tensorflow'])}; torch: {', '.join(STRATEGY_CHOICES['torch'])}. Default: all.",
     REPLICAS: "replicas for multi-replica strategies (logical CPU devices for TensorFlow, processes for torch). Default: 2.",
     CLAIMS: "comma list of claim-id globs; only tests whose claim matches run (e.g. 'autodiff.*'). Default: all.",
-    PROFILE: "hypothesis budget: quick (development), ci (derandomized, no example database), thorough (nightly/upgrade), explore (the thorough budget, randomized by --hypothesis-seed: the soak). Default: ci.",
+    PROFILE: ("hypothesis budget: quick (development), ci (derandomized, no example database), thorough (nightly/upgrade), "
+              "explore (the thorough budget, randomized by --hypothesis-seed: the soak). Default: ci."),
     SEED: "base seed for per-test framework seeds (integer). Default: 0.",
     REPORT: "write a versioned JSON report of claims, verdicts and evidence to this path.",
     HTML: "write a self-contained HTML conformance matrix to this path.",
@@ -190,7 +191,8 @@ def _frameworks(raw: Raw | None, installed: Sequence[str]) -> tuple[str, ...]:
         if name not in FRAMEWORK_CHOICES:
             raise _bad(FRAMEWORK, raw, f"unknown framework {part!r}", f"use a comma list of: {', '.join(FRAMEWORK_CHOICES)}")
         if name not in installed:
-            raise _bad(FRAMEWORK, raw, f"{name} is not installed", f"install it with {FRAMEWORK_INSTALL_HINT[name]}, or leave it out")
+            raise _bad(FRAMEWORK, raw, f"{name} is not installed",
+                       f"install it with {FRAMEWORK_INSTALL_HINT[name]}, or leave it out")
         if name not in chosen:
             chosen.append(name)
     return tuple(chosen)

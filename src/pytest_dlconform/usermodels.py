@@ -103,7 +103,8 @@ def resolve(ref: str) -> Callable[..., Any]:
             raise ModelError(f"module {module_name!r} has no attribute {attr!r}; name a factory function defined in it")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ModelError(f"{attr!r} is a {type(obj).__name__}, not callable; name a function that builds the model and would {FIX_RETURN}")
+        raise ModelError(f"{attr!r} is a {type(obj).__name__}, not callable; "
+                         f"name a function that builds the model and would {FIX_RETURN}")
     return obj
 
 

@@ -49,7 +49,8 @@ def test_map_batch_prefetch_keep_content_and_order(tf, n, width, batch, drop, pr
         got = [b.numpy() for b in ds]
         assert_batches_equal(got, want, what=f"map->batch({batch}, drop_remainder={drop})->prefetch({prefetch}), epoch {epoch}")
     spec = ds.element_spec.shape
-    assert spec[0] == (batch if drop else None), f"batch dimension {spec[0]}, but should be {batch if drop else None} (drop_remainder={drop})"
+    assert spec[0] == (batch if drop else None), (
+        f"batch dimension {spec[0]}, but should be {batch if drop else None} (drop_remainder={drop})")
     card = int(ds.cardinality())
     assert card == (n // batch if drop else math.ceil(n / batch)), f"cardinality {card} for n={n}, batch={batch}, drop={drop}"
 

@@ -206,7 +206,8 @@ def test_worker_seeds_are_base_plus_id_and_follow_the_generator(torch, dl_seed):
     seeds = {int(it["worker"]): int(it["seed"]) for it in items}
     assert_worker_seeds(seeds, what="get_worker_info().seed")
     for it in items:
-        assert int(it["initial"]) == int(it["seed"]), f"torch.initial_seed() {int(it['initial'])} in worker, but should be its seed {int(it['seed'])}"
+        assert int(it["initial"]) == int(it["seed"]), (
+            f"torch.initial_seed() {int(it['initial'])} in worker, but should be its seed {int(it['seed'])}")
         assert int(it["init_flag"]) == int(it["worker"]), "worker_init_fn must run in each worker with its id"
     again = run(dl_seed)
     for a, b in zip(items, again):

@@ -155,11 +155,13 @@ def test_keras_file_keeps_outputs_weights_optimizer_and_training(tf, tmp_path, d
             evidence.note(dropout_rng_state_restored=all(np.array_equal(back[k], v) for k, v in rng.items()))
         if not spec.has_dropout:
             what = f".keras of {spec.describe()}"
-            rt.assert_same_outputs({"y": np.asarray(loaded.model(xs, training=True))}, {"y": np.asarray(model(xs, training=True))},
+            rt.assert_same_outputs({"y": np.asarray(loaded.model(xs, training=True))},
+                                   {"y": np.asarray(model(xs, training=True))},
                                    what=f"{what}: training-mode call", name="training-mode outputs bitwise")
             model.train_on_batch(xs, ys)
             loaded.model.train_on_batch(xs, ys)
-            rt.assert_same_state(rt.keras_state(loaded.model), rt.keras_state(model), what=f"{what}: after one more train_on_batch")
+            rt.assert_same_state(rt.keras_state(loaded.model), rt.keras_state(model),
+                                 what=f"{what}: after one more train_on_batch")
 
     prop()
     trip.finish()

@@ -177,7 +177,8 @@ def test_a_program_runs_on_every_rank_and_state_persists(group):
 
 def test_a_rank_that_exits_fails_the_call_at_once_naming_it(group):
     start = time.monotonic()
-    with pytest.raises(ClusterError, match=r"(?s)rank 2 \(pid \d+\) exited with code 7 .*last seen at 'start stall'.*ranks \[0, 1\] were killed") as err:
+    with pytest.raises(ClusterError, match=(r"(?s)rank 2 \(pid \d+\) exited with code 7 .*last seen at 'start stall'"
+                                            r".*ranks \[0, 1\] were killed")) as err:
         group.run(stall, {"rank": 2, "exit": 7, "others_sleep": 3600}, timeout=60)
     assert time.monotonic() - start < MARGIN_S  # a death is noticed at once, not at the deadline
     assert err.value.died == (2,) and not group.alive
@@ -187,7 +188,8 @@ def test_a_rank_that_exits_fails_the_call_at_once_naming_it(group):
 def test_a_rank_that_never_arrives_fails_within_the_deadline_naming_it(group):
     deadline = 3.0
     start = time.monotonic()
-    with pytest.raises(ClusterError, match=r"(?s)within its deadline \(3 s\): .*rank 1 \(pid \d+\) did not arrive at 'barrier'") as err:
+    with pytest.raises(ClusterError,
+                       match=r"(?s)within its deadline \(3 s\): .*rank 1 \(pid \d+\) did not arrive at 'barrier'") as err:
         group.run(stall, {"rank": 1, "sleep": 3600, "others_sleep": 3600}, timeout=deadline)
     assert time.monotonic() - start < deadline + MARGIN_S
     assert err.value.missing == (1,)
@@ -219,7 +221,8 @@ def test_grandchildren_die_with_the_group():
 
 def test_a_group_whose_start_cannot_finish_is_killed_within_the_deadline():
     start = time.monotonic()
-    with pytest.raises(ClusterError, match=r"(?s)setup of test-start did not complete .*rank 1 .*did not arrive at 'barrier'") as err:
+    with pytest.raises(ClusterError,
+                       match=r"(?s)setup of test-start did not complete .*rank 1 .*did not arrive at 'barrier'") as err:
         LocalGroup.start("test-start", 2, timeout=3, setup=stall, setup_payload={"rank": 1, "sleep": 3600, "others_sleep": 3600})
     assert time.monotonic() - start < 3 + MARGIN_S
     _assert_gone(err.value)
@@ -353,7 +356,9 @@ def test_torch_rank_that_dies_during_a_collective():
 
 def test_torch_collective_that_never_completes():
     g = _torch_group(2)  # torch's own collective timeout is 300 s here: the deadline must end it
-    with pytest.raises(ClusterError, match=r"(?s)rank 0 .*was waiting at 'all_reduce'.*rank 1 \(pid \d+\) did not arrive at 'all_reduce'|rank 1 \(pid \d+\) did not arrive at 'all_reduce'"):
+    with pytest.raises(ClusterError, match=(r"(?s)rank 0 .*was waiting at 'all_reduce'"
+                                            r".*rank 1 \(pid \d+\) did not arrive at 'all_reduce'"
+                                            r"|rank 1 \(pid \d+\) did not arrive at 'all_reduce'")):
         g.run(collective, {"absent": 1}, timeout=5)
     _assert_gone(g)
     again = _torch_group(2)  # the next group runs normally

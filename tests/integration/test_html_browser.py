@@ -182,7 +182,8 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevTools, P
         tools.close()
 
 
-VISIBLE_ROWS = "Array.from(document.querySelectorAll('tr.claim-row')).filter(r=>!r.hidden&&r.offsetParent!==null).map(r=>r.querySelector('th').textContent)"
+VISIBLE_ROWS = ("Array.from(document.querySelectorAll('tr.claim-row')).filter(r=>!r.hidden&&r.offsetParent!==null)"
+                ".map(r=>r.querySelector('th').textContent)")
 
 
 def test_grid_renders_every_claim_with_its_colour(page: tuple[DevTools, Path]) -> None:

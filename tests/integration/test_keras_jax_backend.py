@@ -128,7 +128,8 @@ def test_each_run_sets_its_backend_and_keeps_cpu_tests_on_the_cpu():
     assert cf.keras_run_env("jax", "cpu") == {"KERAS_BACKEND": "jax", "JAX_ENABLE_X64": "0", "TF_CPP_MIN_LOG_LEVEL": "2",
                                               "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
     assert cf.keras_run_env("jax-x64", "gpu")["JAX_ENABLE_X64"] == "1"
-    assert "JAX_PLATFORMS" not in cf.keras_run_env("jax", "gpu") and "CUDA_VISIBLE_DEVICES" not in cf.keras_run_env("torch", "gpu")
+    assert ("JAX_PLATFORMS" not in cf.keras_run_env("jax", "gpu")
+            and "CUDA_VISIBLE_DEVICES" not in cf.keras_run_env("torch", "gpu"))
     assert cf.keras_run_env("torch", "cpu")["KERAS_BACKEND"] == "torch"
 
 

@@ -52,7 +52,8 @@ def test_batches_pass_a_right_loader_and_fail_wrong_ones():
         assert_batches_equal(loader(x, 3, False, lose_last=True), want, what="loader")
     with pytest.raises(PipelineMismatch, match=r"batch 0 differs at index \(0, 0\): 6, but should be 0"):
         assert_batches_equal(loader(x, 3, False, swap=True), want, what="loader")
-    with pytest.raises(PipelineMismatch, match=r"batch 0 has shape \(3, 2\), dtype float64, but should have shape \(3, 2\), dtype int64"):
+    with pytest.raises(PipelineMismatch,
+                       match=r"batch 0 has shape \(3, 2\), dtype float64, but should have shape \(3, 2\), dtype int64"):
         assert_batches_equal([b.astype(float) for b in loader(x, 3, False)], want, what="loader")
 
 

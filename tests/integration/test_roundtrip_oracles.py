@@ -209,7 +209,8 @@ def test_savedmodel_oracles_catch_an_altered_moving_variance(tf, tmp_path):
     inputs = _inputs(SPEC64)
     expected = rt.Expected([{"y": servable.serve(x)["y"].numpy()} for x in inputs],
                            {k: v.numpy() for k, v in servable.state.items()},
-                           {"serving_default": {"inputs": {"x": ["float64", [None, 4]]}, "outputs": {"y": ["float64", [None, 2]]}}})
+                           {"serving_default": {"inputs": {"x": ["float64", [None, 4]]},
+                                                "outputs": {"y": ["float64", [None, 2]]}}})
 
     def save(path: Any) -> None:
         tf.saved_model.save(servable, str(path), signatures={"serving_default": servable.serve})
@@ -257,7 +258,8 @@ def _fixed_batch_io(keras: Any, spec: rt.ModelSpec, model: Any) -> tuple[Any, An
     return inp, model(inp)
 
 
-def _tamper_tflite(tf: Any, art: rt.Artifact, pick: Callable[[dict[str, Any]], bool], change: Callable[[np.ndarray], np.ndarray]) -> str:
+def _tamper_tflite(tf: Any, art: rt.Artifact, pick: Callable[[dict[str, Any]], bool],
+                   change: Callable[[np.ndarray], np.ndarray]) -> str:
     """Overwrite one constant tensor's bytes inside the flatbuffer, in place."""
     blob = art.main.read_bytes()
     interp = tf.lite.Interpreter(model_content=blob)

@@ -103,7 +103,8 @@ def test_weights_file_altered_after_conversion_fails_the_claim(converted, tmp_pa
     folder = _copy(converted, "float32", tmp_path)
     _alter_weight(folder, "dense_0/kernel", 1.1)  # 1.01 already fails the weights; outputs only just (8.1e-5 > 7.8e-5)
     result = _run(folder, converted, tmp_path)
-    with pytest.raises(tfjs.TfjsMismatch, match=r"1 of 12 weights differ from the originals: dense_0/kernel: max \|tfjs - original\|"):
+    with pytest.raises(tfjs.TfjsMismatch,
+                       match=r"1 of 12 weights differ from the originals: dense_0/kernel: max \|tfjs - original\|"):
         tfjs.assert_weights(result.weights, tfjs.keras2_names(SPEC), what="altered")
     with pytest.raises(rt.OutputMismatch, match="should be <="):
         for out, y, m in zip(result.outputs, converted["want"], rt.magnitudes(SPEC, converted["inputs"], "keras")):
@@ -136,7 +137,8 @@ def test_uint8_bounds_hold_and_catch_a_two_step_error(converted, tmp_path):
         tfjs.assert_weights(bad, names, what="uint8 two steps", quantisation="uint8")
     # A manifest whose scale is not (max - min) / 255.
     manifest = tfjs.read_manifest(converted["root"] / "uint8")
-    manifest["dense_0/kernel"] = {**manifest["dense_0/kernel"], "quantization": {**manifest["dense_0/kernel"]["quantization"], "scale": 0.5}}
+    manifest["dense_0/kernel"] = {**manifest["dense_0/kernel"],
+                                  "quantization": {**manifest["dense_0/kernel"]["quantization"], "scale": 0.5}}
     with pytest.raises(tfjs.TfjsMismatch, match=r"uint8 scale 0\.5"):
         tfjs.assert_manifest_quantised(manifest, names, quantisation="uint8", what="manifest")
 
@@ -170,7 +172,8 @@ def test_converter_refusal_names_the_op(tmp_path):
     mod.f = tf.function(lambda x: {"y": tf.math.lgamma(x)}, input_signature=[tf.TensorSpec([None, 3], tf.float32)])
     tf.saved_model.save(mod, str(tmp_path / "sm"), signatures={"serving_default": mod.f})
     with pytest.raises(tfjs.ConverterRefused) as info:
-        tfjs.convert(["--input_format=tf_saved_model", "--output_format=tfjs_graph_model", str(tmp_path / "sm"), str(tmp_path / "g")])
+        tfjs.convert(["--input_format=tf_saved_model", "--output_format=tfjs_graph_model",
+                      str(tmp_path / "sm"), str(tmp_path / "g")])
     assert info.value.ops == ["Lgamma"] and "Unsupported Ops" in info.value.message, (info.value.ops, info.value.message)
 
 

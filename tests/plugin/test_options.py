@@ -89,7 +89,8 @@ def test_header_is_a_reproduction_recipe(suite):
     result = suite.runpytest_subprocess("--dl-device=cpu", "--dl-seed=7", "--dl-profile=quick")
     result.stdout.fnmatch_lines([
         "dlconform: *devices found: * selected: cpu",
-        "dlconform: reproduce with: pytest --dl-device=cpu --dl-framework=* --dl-profile=quick --dl-seed=7 --dl-replicas=2 --dl-claims=*",
+        ("dlconform: reproduce with: pytest --dl-device=cpu --dl-framework=* --dl-profile=quick --dl-seed=7 "
+         "--dl-replicas=2 --dl-claims=*"),
     ])
 
 

@@ -153,7 +153,8 @@ class AlwaysDropout(nn.Module):
 
 def _model(layer, device="cpu", dtype="float32"):
     net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), layer, nn.Linear(6, 2))
-    return net.to(device=device, dtype=getattr(torch, dtype)), lambda seed: np.random.default_rng(seed).normal(size=(4, 4)).astype(np.float32)
+    return (net.to(device=device, dtype=getattr(torch, dtype)),
+            lambda seed: np.random.default_rng(seed).normal(size=(4, 4)).astype(np.float32))
 
 
 class BatchStatsAlways(nn.Module):

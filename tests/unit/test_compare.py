@@ -72,7 +72,8 @@ def test_a_regression_is_named_and_exits_one(tmp_path: Path, capsys: pytest.Capt
     new = save(tmp_path, "new.json", new_doc)
     assert cli.main(["compare", old, new]) == compare.EXIT_REGRESSED
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "dlconform compare: REGRESSED: 1 cell(s) of 1 claim(s): autodiff.tape.nested; also 1 still violated"
+    assert out.splitlines()[0] == ("dlconform compare: REGRESSED: 1 cell(s) of 1 claim(s): autodiff.tape.nested; "
+                                   "also 1 still violated")
     assert "  autodiff.tape.nested [tf/cpu] holds -> violated: GradientMismatch: d2/dx2 off by 3%" in out
     assert "      suites/autodiff/test_a.py::test_nested[cpu-tf]" in out
 
@@ -301,7 +302,8 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[str, str]]:
         "not json": (str(tmp_path / "not-json.json"), r"not JSON \(line 1, column 1: Expecting value\)"),
         "truncated": (str(tmp_path / "truncated.json"), "truncated JSON"),
         "empty": (str(tmp_path / "empty.json"), "empty file"),
-        "unknown schema": (str(tmp_path / "future.json"), "report schema version 99 is not supported; this dlconform reads version 1"),
+        "unknown schema": (str(tmp_path / "future.json"),
+                           "report schema version 99 is not supported; this dlconform reads version 1"),
         "not a report": (str(tmp_path / "other.json"), "not a pytest-dlconform report"),
         "malformed": (str(tmp_path / "malformed.json"), "malformed report"),
     }

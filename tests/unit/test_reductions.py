@@ -75,7 +75,8 @@ def test_max_min_and_products_pass(case):
 
 def test_a_reduction_that_returns_the_local_value_fails():
     values = [np.array([1.0, 2.0]), np.array([3.0, 5.0])]
-    with pytest.raises(R.ReductionMismatch, match=r"all_reduce\(SUM\) over 2 replica\(s\).*element \[0\] = .*1\.0.*should be .*4\.0"):
+    with pytest.raises(R.ReductionMismatch,
+                       match=r"all_reduce\(SUM\) over 2 replica\(s\).*element \[0\] = .*1\.0.*should be .*4\.0"):
         R.check_reduction(values[0], values, op="sum", dtype="float64", api="all_reduce")
 
 
@@ -185,14 +186,16 @@ def test_step_tolerance_grows_with_depth_steps_and_batch_and_shrinks_with_precis
     assert R.step_tolerance("float64", layers=1, steps=1, batch=2).rtol < base * 1e-8
 
 
-@pytest.mark.parametrize(("batch", "replicas", "sizes"), [(5, 2, [3, 2]), (3, 2, [2, 1]), (1, 2, [1, 0]), (7, 3, [3, 2, 2]), (4, 2, [2, 2])])
+@pytest.mark.parametrize(("batch", "replicas", "sizes"),
+                         [(5, 2, [3, 2]), (3, 2, [2, 1]), (1, 2, [1, 0]), (7, 3, [3, 2, 2]), (4, 2, [2, 2])])
 def test_split_sizes(batch, replicas, sizes):
     assert R.split_sizes(batch, replicas) == sizes
     R.check_batch_split([sizes], [batch], what="split")
 
 
 def test_a_wrong_batch_split_fails():
-    with pytest.raises(R.SplitMismatch, match=r"step 1 split a global batch of 5 rows into \[2, 3\].*should split it into \[3, 2\]"):
+    with pytest.raises(R.SplitMismatch,
+                       match=r"step 1 split a global batch of 5 rows into \[2, 3\].*should split it into \[3, 2\]"):
         R.check_batch_split([[2, 2], [2, 3]], [4, 5], what="mirrored")
     with pytest.raises(R.SplitMismatch, match="global batches"):
         R.check_batch_split([[2, 2]], [4, 4], what="mirrored")

@@ -122,7 +122,8 @@ def _violated(nodeid: str, claim: str, framework: str, repro_text: str, **extra)
 def _doc(*tests: dict, divergences: list | None = None) -> dict:
     claims: dict = {}
     for t in tests:
-        claims.setdefault(t["claim"], {"verdict": "violated", "claim": {"statement": "S", "source": "D"}, "tests": []})["tests"].append(t)
+        claims.setdefault(t["claim"],
+                          {"verdict": "violated", "claim": {"statement": "S", "source": "D"}, "tests": []})["tests"].append(t)
     return {"claims": claims, "divergences": divergences or []}
 
 

@@ -130,7 +130,8 @@ def test_a_folder_without_seal_is_not_taken_for_an_artifact(tmp_path):
     half = tmp_path / "half"
     half.mkdir()
     (half / "model.pt").write_bytes(b"weights")  # what a crashed plain writer leaves
-    with pytest.raises(rt.ArtifactError, match=r"step 'verify: read seal' on .*\.dlconform-seal\.json: missing: the export did not finish"):
+    with pytest.raises(rt.ArtifactError,
+                       match=r"step 'verify: read seal' on .*\.dlconform-seal\.json: missing: the export did not finish"):
         rt.open_artifact(half)
     with pytest.raises(rt.ArtifactError, match="read seal"):
         rt.load(half, "torchscript")  # the loader verifies before it opens anything
@@ -187,7 +188,8 @@ def test_same_outputs_pass_and_one_ulp_fails():
     rt.assert_same_outputs({"y": a.copy()}, {"y": a}, what="identical")
     b = a.copy()
     b[1, 2] = np.nextafter(b[1, 2], np.float32(2))
-    with pytest.raises(rt.OutputMismatch, match=r"one ulp: output 'y' differs .* max abs difference 1\.192e-07 at \(1, 2\), but the format promises bitwise"):
+    with pytest.raises(rt.OutputMismatch, match=(r"one ulp: output 'y' differs .* max abs difference 1\.192e-07 at \(1, 2\), "
+                                                 r"but the format promises bitwise")):
         rt.assert_same_outputs({"y": b}, {"y": a}, what="one ulp")
 
 
@@ -205,7 +207,8 @@ def test_close_outputs_use_the_dtype_tolerance():
     tol = tolerance("float32", ops=3, reduction=8)
     e = np.array([[1.0, -2.0, 4.0]])
     rt.assert_close_outputs({"y": e * (1 + tol.rtol / 8)}, {"y": e}, tol, what="within")
-    with pytest.raises(rt.OutputMismatch, match=r"far: output 'y': max\|actual - expected\| / max\(max\|expected\|, magnitude\) = .* but should be <="):
+    with pytest.raises(rt.OutputMismatch, match=(r"far: output 'y': max\|actual - expected\| / "
+                                                 r"max\(max\|expected\|, magnitude\) = .* but should be <=")):
         rt.assert_close_outputs({"y": e * (1 + 4 * tol.rtol)}, {"y": e}, tol, what="far")
 
 
@@ -226,7 +229,8 @@ def test_within_bound_fails_where_one_entry_exceeds_it():
     assert rt.assert_within_bound(e + 0.05, e, bound, what="half the bound") == pytest.approx(0.5)
     wrong = e.copy()
     wrong[1, 0] += 0.2
-    with pytest.raises(rt.QuantisationBoundExceeded, match=r"\|actual - expected\| = 2\.000e-01 at \(1, 0\), but should be <= the quantisation bound 1\.000e-01"):
+    with pytest.raises(rt.QuantisationBoundExceeded, match=(r"\|actual - expected\| = 2\.000e-01 at \(1, 0\), "
+                                                            r"but should be <= the quantisation bound 1\.000e-01")):
         rt.assert_within_bound(wrong, e, bound, what="one entry")
 
 
@@ -242,7 +246,8 @@ def test_state_oracle_catches_a_changed_counter_a_dropped_buffer_and_a_dtype():
     rt.assert_same_state(_state(), _state(), what="same")
     counter = _state()
     counter["1.num_batches_tracked"] = np.array(8, np.int64)
-    with pytest.raises(rt.StateMismatch, match=r"1 of 3 state entries differ .*1\.num_batches_tracked: max abs difference 1\.000e\+00"):
+    with pytest.raises(rt.StateMismatch,
+                       match=r"1 of 3 state entries differ .*1\.num_batches_tracked: max abs difference 1\.000e\+00"):
         rt.assert_same_state(counter, _state(), what="counter")
     dropped = _state()
     del dropped["1.running_mean"]
@@ -250,7 +255,8 @@ def test_state_oracle_catches_a_changed_counter_a_dropped_buffer_and_a_dtype():
         rt.assert_same_state(dropped, _state(), what="a loader that drops a buffer")
     widened = _state()
     widened["0.weight"] = widened["0.weight"].astype(np.float64)
-    with pytest.raises(rt.StateMismatch, match=r"0\.weight: shape \(2, 3\) dtype float64, but should be shape \(2, 3\) dtype float32"):
+    with pytest.raises(rt.StateMismatch,
+                       match=r"0\.weight: shape \(2, 3\) dtype float64, but should be shape \(2, 3\) dtype float32"):
         rt.assert_same_state(widened, _state(), what="dtype")
 
 

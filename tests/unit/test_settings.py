@@ -100,5 +100,6 @@ def test_divergences_is_a_setting_with_the_usual_precedence_and_a_packaged_defau
     s = build(ini={"divergences": str(mine)})  # the ini key is honoured by dlconform run too
     assert s.divergences == str(mine) and "ini" in s.describe(opts.DIVERGENCES)
     assert build(cli={"divergences": str(theirs)}, ini={"divergences": str(mine)}).divergences == str(theirs)
-    with pytest.raises(opts.SettingsError, match=r"^--dl-divergences='.*nope.toml' \(from .*\): no such file; pass the path of a known-divergences TOML"):
+    with pytest.raises(opts.SettingsError, match=(r"^--dl-divergences='.*nope.toml' \(from .*\): no such file; "
+                                                  r"pass the path of a known-divergences TOML")):
         build(env={"DLCONFORM_DIVERGENCES": str(tmp_path / "nope.toml")})

@@ -32,7 +32,8 @@ def test_unexpected_failures_are_violated_or_error_tests_no_divergence_explains(
     tests = [
         {"nodeid": "suites/t.py::ok", "verdict": "holds"},
         {"nodeid": "suites/t.py::known", "verdict": "violated", "expected": {"reason": "pinned"}},
-        {"nodeid": "suites/t.py::new", "verdict": "violated", "reason": "tolerance", "repro": "cd /r && pytest 'suites/t.py::new' --dl-seed=1234  # test seed 9"},
+        {"nodeid": "suites/t.py::new", "verdict": "violated", "reason": "tolerance",
+         "repro": "cd /r && pytest 'suites/t.py::new' --dl-seed=1234  # test seed 9"},
         {"nodeid": "suites/t.py::broken", "verdict": "error", "reason": "harness"},
         {"nodeid": "suites/t.py::na", "verdict": "not applicable"},
     ]

@@ -67,7 +67,8 @@ def test_trials_for_reaches_the_stated_power(p):
 
 
 def test_binomial_check_message_names_count_interval_and_alpha():
-    with pytest.raises(StatisticalViolation, match=r"zeros: count 700 of 1000, but should be in \[\d+, \d+\] .*probability <= 1\.0e-06"):
+    with pytest.raises(StatisticalViolation,
+                       match=r"zeros: count 700 of 1000, but should be in \[\d+, \d+\] .*probability <= 1\.0e-06"):
         assert_binomial(700, 1000, 0.5, alpha=1e-6, what="zeros")
 
 

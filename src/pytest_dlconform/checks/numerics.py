@@ -107,7 +107,8 @@ def tolerance(dtype: str, *, ops: int = 1, reduction: int = 1, device: str = "cp
     if magnitude > 0:
         tol = tol.with_floor(rtol * magnitude, f"rtol * magnitude of the intermediates {magnitude:.3g}")
     if underflow:
-        tol = tol.with_floor(n * SMALLEST_NORMAL[dtype], f"{n} ops x smallest normal {SMALLEST_NORMAL[dtype]:.3g} (flush to zero)")
+        tol = tol.with_floor(n * SMALLEST_NORMAL[dtype],
+                             f"{n} ops x smallest normal {SMALLEST_NORMAL[dtype]:.3g} (flush to zero)")
     return tol
 
 
@@ -155,9 +156,11 @@ def assert_equal(actual: Any, expected: Any, *, what: str) -> None:
     __tracebackhide__ = True
     a, e = np.asarray(actual), np.asarray(expected)
     same = a.shape == e.shape and a.dtype == e.dtype and np.array_equal(a, e, equal_nan=a.dtype.kind in "fc")
-    diff = 0.0 if same else (float(np.max(np.abs(a.astype(np.float64) - e.astype(np.float64)))) if a.shape == e.shape else float("inf"))
+    diff = 0.0 if same else (
+        float(np.max(np.abs(a.astype(np.float64) - e.astype(np.float64)))) if a.shape == e.shape else float("inf"))
     evidence.check(what, observed=diff, tolerance=0.0)
     if not same:
         raise ToleranceExceeded(
-            f"{what}: expected bitwise equality, got shape {a.shape}/{e.shape}, dtype {a.dtype}/{e.dtype}, max abs difference {diff:.3e}"
+            f"{what}: expected bitwise equality, got shape {a.shape}/{e.shape}, dtype {a.dtype}/{e.dtype}, "
+            f"max abs difference {diff:.3e}"
         )

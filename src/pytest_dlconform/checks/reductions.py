@@ -22,7 +22,8 @@ computation (:func:`pytest_dlconform.checks.numerics.tolerance`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +86,10 @@ def _terms(values: Sequence[np.ndarray], axis: int | None) -> tuple[np.ndarray, 
     return np.abs(data).sum(red), data.shape[red]
 
 
+# numpy's reduction for each op; typed as plain callables because numpy's overloaded stubs do not unify into one type
+_NUMPY_REDUCTION: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min, "product": np.prod}
+
+
 def reference(op: str, values: Sequence[np.ndarray], dtype: str, axis: int | None = None) -> np.ndarray:
     """numpy's reduction of the per-replica values across replicas (and along ``axis``
     within each replica, as tf.distribute.Strategy.reduce does: a MEAN along an axis is
@@ -95,13 +100,13 @@ def reference(op: str, values: Sequence[np.ndarray], dtype: str, axis: int | Non
         red = 0 if axis is None else axis
         if op == "mean":
             return data.sum(red).astype(np.float64) / data.shape[red]
-        return {"sum": np.sum, "max": np.max, "min": np.min, "product": np.prod}[op](data, axis=red)
+        return _NUMPY_REDUCTION[op](data, axis=red)
     floats = _as_f64(values, dtype)
     data = np.stack(floats) if axis is None else np.concatenate(floats, axis=axis)
     red = 0 if axis is None else axis
     if op == "mean":
         return data.sum(red) / data.shape[red]
-    return {"sum": np.sum, "max": np.max, "min": np.min, "product": np.prod}[op](data, axis=red)
+    return _NUMPY_REDUCTION[op](data, axis=red)
 
 
 def error_bound(op: str, values: Sequence[np.ndarray], dtype: str, axis: int | None = None) -> tuple[np.ndarray, str]:
@@ -120,7 +125,8 @@ def error_bound(op: str, values: Sequence[np.ndarray], dtype: str, axis: int | N
     if _exact(op, floats, dtype, axis, n):
         return np.zeros_like(ref, dtype=np.float64), "exact (integer-valued inputs, representable partial results)"
     if op == "sum":
-        return (_gamma(n - 1, u) + _gamma(n - 1, u64)) * magnitude, f"(gamma_{n - 1}(u_{dtype}) + gamma_{n - 1}(u_f64)) * sum|x_i|"
+        return ((_gamma(n - 1, u) + _gamma(n - 1, u64)) * magnitude,
+                f"(gamma_{n - 1}(u_{dtype}) + gamma_{n - 1}(u_f64)) * sum|x_i|")
     if op == "mean":
         bound = (_gamma(n + 1, u) + _gamma(n + 1, u64)) * magnitude / n
         return bound, f"(gamma_{n + 1}(u_{dtype}) + gamma_{n + 1}(u_f64)) * sum|x_i| / {n}"
@@ -166,7 +172,8 @@ def check_reduction(actual: np.ndarray, values: Sequence[np.ndarray], *, op: str
     diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
     bad = ~(diff <= bound)  # NaN differences count as failures
     exact = not np.any(bound)
-    worst = float(np.max(np.where(bound > 0, diff / np.where(bound > 0, bound, 1.0), np.where(diff > 0, np.inf, 0.0)))) if diff.size else 0.0
+    worst = float(np.max(np.where(bound > 0, diff / np.where(bound > 0, bound, 1.0),
+                                  np.where(diff > 0, np.inf, 0.0)))) if diff.size else 0.0
     evidence.check(f"{api} {op}", observed=float(np.max(diff)) if exact and diff.size else worst,
                    tolerance=0.0 if exact else 1.0, basis=basis)
     if np.any(bad):

@@ -179,7 +179,8 @@ def dropout_scale_bound(roundoff: float) -> tuple[float, str]:
     divisor), not two: float32 inputs of 1.38 with p = 0.309 show 1.1u.
     """
     bound = (1.0 + roundoff) ** 2 / (1.0 - roundoff) * (1.0 + _U64) ** 2 - 1.0
-    return bound, f"(1+u)^2/(1-u)*(1+u64)^2 - 1 with u={roundoff:.3g}: 1-p in float64, its rounding to the dtype, the division, the multiply"
+    return bound, (f"(1+u)^2/(1-u)*(1+u64)^2 - 1 with u={roundoff:.3g}: "
+                   "1-p in float64, its rounding to the dtype, the division, the multiply")
 
 
 def assert_scaled(x: np.ndarray, y: np.ndarray, factor: float, *, roundoff: float, roundings: int, what: str,

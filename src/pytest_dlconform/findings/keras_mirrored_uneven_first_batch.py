@@ -84,7 +84,8 @@ def expected():
 def judge(got, want):
     if isinstance(got, BaseException):
         first = (str(got).strip().splitlines() or [""])[0][:300]
-        return False, f"model.fit under MirroredStrategy ({REPLICAS} replicas, global batch {BATCH}) raised {type(got).__name__}: {first}"
+        return False, (f"model.fit under MirroredStrategy ({REPLICAS} replicas, global batch {BATCH}) "
+                       f"raised {type(got).__name__}: {first}")
     err = max(float(np.max(np.abs(g - w)) / max(np.max(np.abs(w)), 1e-300)) for g, w in zip(got, want))
     return err <= RTOL, (f"model.fit under MirroredStrategy ({REPLICAS} replicas, global batch {BATCH}): weights vs the "
                          f"per-replica-mean training in numpy: worst relative error {err:.3g} (allowed {RTOL:g})")

@@ -49,7 +49,8 @@ def judge(got, want):
     err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     k = int(np.argmax(np.abs(got - want)))
     return err <= RTOL, (f"tf.nn.gelu(approximate=False) in float64 on 257 points of [-1, 1]: normwise relative error "
-                         f"{err:.3g} (allowed {RTOL:.2g}); worst at x={float(X[k])!r}: {float(got[k])!r}, documented {float(want[k])!r}")
+                         f"{err:.3g} (allowed {RTOL:.2g}); worst at x={float(X[k])!r}: {float(got[k])!r}, "
+                         f"documented {float(want[k])!r}")
 
 
 def main(observe=observed):

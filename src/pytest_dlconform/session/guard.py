@@ -94,7 +94,8 @@ class Guard:
         s = self.settings
         device = self._params(item).get("device")
         parts = [
-            f"cd {shlex.quote(str(item.config.rootpath))} &&", "pytest", shlex.quote(item.nodeid), f"--dl-profile={s.profile}", f"--dl-seed={s.seed}",
+            f"cd {shlex.quote(str(item.config.rootpath))} &&", "pytest", shlex.quote(item.nodeid),
+            f"--dl-profile={s.profile}", f"--dl-seed={s.seed}",
             f"--dl-framework={','.join(s.frameworks)}", f"--dl-replicas={s.replicas}",
         ]
         if device:
