@@ -158,3 +158,17 @@ def test_most_inconclusive_finite_differences_are_a_harness_error() -> None:
         for inconclusive in (True, False):
             ledger.fd(inconclusive)
         ledger.finish()  # half is not most: a pass, with the count reported
+
+
+def test_forward_vs_reverse_is_judged_where_the_derivative_squares_underflow() -> None:
+    """erf at |x| ~ 23 has a derivative of 1e-229, whose square underflows (explore seed
+    302827194 made the allowed difference 0): a one-ulp difference passes, 1e-6 fails."""
+    import numpy as np
+
+    from pytest_dlconform.checks.gradients import GradientMismatch, check_jvp_vjp_consistency
+
+    c, xs = 1e-229, [np.array([1.0, -2.0, 3.0])]
+    vjp = lambda xs, v: [c * v]
+    check_jvp_vjp_consistency(lambda xs, us: c * us[0] * (1 + 2.0**-52), vjp, xs, (3,), seed=0)
+    with pytest.raises(GradientMismatch, match=r"from forward mode .* is .*x the allowed"):
+        check_jvp_vjp_consistency(lambda xs, us: c * us[0] * (1 + 1e-6), vjp, xs, (3,), seed=0)
