@@ -88,6 +88,19 @@ def _run(fw: Any, fn: Any, xs: list[np.ndarray], w: np.ndarray, dtype: str, devi
                       f"{type(exc).__name__}: {first}") from exc
 
 
+def _float16_range(case: ProgramCase, xs: list[np.ndarray]) -> bool:
+    """layer_norm divides by var + eps: below 2**-14 its reciprocal (inside the backward)
+    exceeds float16's 65504 (eps = 1e-5 is itself below float16's smallest normal), so
+    overflow is float16's documented behaviour there, not a conformance question."""
+    for op in case.program.ops:
+        if op.name == "layer_norm":
+            x, p = xs[0], op.kwargs
+            axes = tuple(range(x.ndim - p["k"], x.ndim))
+            if float(np.min(np.var(x, axis=axes))) + p["eps"] < 2.0**-14:
+                return False
+    return True
+
+
 def check_low_precision(fw: Any, case: ProgramCase, dtype: str, device: str, seed: int, op: str) -> None:
     """Forward value and gradient of ``case`` in ``dtype`` against float64 (module docstring)."""
     __tracebackhide__ = True
@@ -99,6 +112,9 @@ def check_low_precision(fw: Any, case: ProgramCase, dtype: str, device: str, see
     grads64 = fw.vjp(program.build(fw.name, "float64"), xs, w, "float64", device)
     assert_within(y, program.numpy(xs), low_precision_error_bound(program, xs, dtype),
                   what=f"{fw.name} {op} forward in {dtype} vs float64 reference")
+    if dtype == "float16" and not _float16_range(case, xs):
+        evidence.note(float16_gradient_outside_range=True)  # the forward value was checked
+        return
     b, floor = gradient_error_bound(program, xs, dtype)
     b64, _ = gradient_error_bound(program, xs, "float64")
     w1 = float(np.sum(np.abs(w)))
