@@ -57,6 +57,7 @@ CASES = {name: program_cases(max_ops=1, n_inputs=(1, 2), max_side=4, ops=[name])
 TORCH_MODES = ("aot_eager", "torchscript")
 TF_MODES = ("function", "xla")
 DTYPES = ("float64", "float32")
+U32 = 2.0**-24
 
 
 @dataclass
@@ -228,7 +229,10 @@ def _check_op(fw: Any, mode: str, device: str, case: ProgramCase, inputs: list[l
     b, floor = gradient_error_bound(program, xs, dtype)
     allowed = 2 * (b * float(np.sum(np.abs(w))) + floor)
     for i, (g, e) in enumerate(zip(grads, eager)):
-        assert_within(g, e, allowed, what=f"{what}: compiled gradient of input {i} vs eager")
+        # torch's eager float64 hardsigmoid backward is float32-accurate (a known limit);
+        # a compiled backward may use the exact 1/6 (TorchScript's symbolic gradient does).
+        known = U32 * float(np.max(np.abs(e), initial=0.0)) if name in NO_FD[fw.name] and dtype == "float64" else 0.0
+        assert_within(g, e, allowed + known, what=f"{what}: compiled gradient of input {i} vs eager")
     if dtype != "float64" or name in NO_FD[fw.name]:
         return
     f64 = program.build(fw.name, "float64")
