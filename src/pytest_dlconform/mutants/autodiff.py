@@ -20,7 +20,7 @@ def _tf_gradient(op: str, make: Any) -> None:
     entry["type"] = make(entry["type"])
 
 
-@mutant("tf-tanh-gradient-wrong-sign", areas="autodiff", claims=PROGRAMS, target="tensorflow", select="tf",
+@mutant("tf-tanh-gradient-wrong-sign", areas="autodiff", claims=PROGRAMS, target="tensorflow", select="tf or tensorflow",
         cite="https://github.com/tensorflow/tensorflow/issues/3767",
         bug="The registered Tanh gradient returns -(1 - y^2) * grad: a wrong registered derivative, the class of "
             "bug of issue 3767 (an incorrect second derivative of tf.nn.sigmoid).")
@@ -28,7 +28,7 @@ def _tf_tanh_sign() -> None:
     _tf_gradient("Tanh", lambda orig: lambda op, grad: -orig(op, grad))
 
 
-@mutant("tf-sigmoid-gradient-missing-factor", areas="autodiff", claims=PROGRAMS, target="tensorflow", select="tf",
+@mutant("tf-sigmoid-gradient-missing-factor", areas="autodiff", claims=PROGRAMS, target="tensorflow", select="tf or tensorflow",
         cite="https://github.com/tensorflow/tensorflow/issues/3767",
         bug="The registered Sigmoid gradient drops its (1 - y) factor: grad * y (issue 3767: sigmoid's "
             "registered derivatives giving an incorrect Hessian).")
@@ -40,7 +40,7 @@ def _tf_sigmoid_factor() -> None:
     _tf_gradient("Sigmoid", make)
 
 
-@mutant("tf-sin-gradient-uses-sin", areas="autodiff", claims=PROGRAMS, target="tensorflow", select="tf",
+@mutant("tf-sin-gradient-uses-sin", areas="autodiff", claims=PROGRAMS, target="tensorflow", select="tf or tensorflow",
         cite="https://github.com/tensorflow/tensorflow/issues/3767",
         bug="The registered Sin gradient multiplies by sin(x) instead of cos(x) (a wrong registered derivative, "
             "as in issue 3767).")
@@ -193,7 +193,7 @@ def _jvp_first_tangent() -> None:
 
 
 @mutant("tf-forward-accumulator-scaled", areas="autodiff", claims="autodiff.gradient.forward-reverse",
-        target="tensorflow", select="tf", cite="https://github.com/tensorflow/tensorflow/issues/60736",
+        target="tensorflow", select="tf or tensorflow", cite="https://github.com/tensorflow/tensorflow/issues/60736",
         bug="tf.autodiff.ForwardAccumulator.jvp returns tangents scaled by 1 + 2^-8 (a wrong forward-mode "
             "result; issue 60736: incorrect JVPs in forward mode).")
 def _tf_jvp_scaled() -> None:

@@ -119,8 +119,14 @@ def _savedmodel_perturbed() -> None:
     def make(orig: Any) -> Any:
         def load(*args: Any, **kwargs: Any) -> Any:
             obj = orig(*args, **kwargs)
-            for v in getattr(obj, "variables", ()):
-                if v.dtype.is_floating:
+            found = list(getattr(obj, "variables", ()))
+            found += list(dict(getattr(obj, "state", None) or {}).values())
+            for fn in getattr(obj, "signatures", {}).values():
+                found += list(getattr(fn, "variables", ()))
+            seen: set[int] = set()
+            for v in found:
+                if isinstance(v, tf.Variable) and v.dtype.is_floating and id(v) not in seen:
+                    seen.add(id(v))
                     v.assign(v * (1 + 2**-10))
             return obj
         return load

@@ -226,7 +226,7 @@ def _torch_checkpoint_rng() -> None:
 
 
 @mutant("tf-recompute-grad-is-identity", areas="modules", claims="modules.checkpointing", target="tensorflow",
-        select="tf", cite="https://github.com/tensorflow/tensorflow/issues/36981",
+        select="tf or tensorflow", cite="https://github.com/tensorflow/tensorflow/issues/36981",
         bug="tf.recompute_grad returns the function unchanged: nothing is recomputed and no memory saved "
             "(issue 36981: recompute_grad does not save memory).")
 def _tf_recompute_identity() -> None:

@@ -127,7 +127,6 @@ def _lso_no_growth() -> None:
         def init(self: Any, inner_optimizer: Any, initial_scale: float = 32768.0, dynamic_growth_steps: int = 2000,
                  name: Any = None, **kwargs: Any) -> None:
             orig(self, inner_optimizer, initial_scale, 2**31 - 1, name, **kwargs)
-            self.dynamic_growth_steps = dynamic_growth_steps  # the attribute still reports the asked value
         return init
     wrap(keras.optimizers.LossScaleOptimizer, "__init__", make)
 
