@@ -28,6 +28,8 @@ UNPINNED = {
     "keras_early_stopping_baseline.py": {"keras": "3.15.*"},
     "tf_function_reduce_retracing_varargs.py": {"tensorflow": "2.21.*"},
     "keras_spectral_normalization_inference.py": {"keras": "3.15.*"},
+    # no ci example reaches the broadcast batch shape: found by the explore profile, not pinned
+    "tf_bfloat16_batch_matmul_garbage.py": {"tensorflow": "2.21.*"},
 }
 TIMEOUT_S = 420  # a loaded 2-core machine: TF import ~10 s, the multi-worker script starts two workers
 _DIST = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "torch": ("torch",), "keras": ("keras",)}
