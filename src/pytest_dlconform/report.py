@@ -16,6 +16,7 @@ plain JSON document back, key for key as schema 1 defines it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -49,6 +50,13 @@ def thaw(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The JSON fields of a record class (its dataclass fields but ``extra``), computed once:
+    mapping access runs for every key of every test the matrix, html and compare read."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
+
+
 class _Record(Mapping[str, Any]):
     """Read-only mapping access to a frozen dataclass by its JSON field names.
 
@@ -57,18 +65,19 @@ class _Record(Mapping[str, Any]):
     """
 
     OPTIONAL: frozenset[str] = frozenset()
+    extra: Mapping[str, Any]  # each record's keys of a newer writer (a dataclass field there)
 
     def _keys(self) -> list[str]:
-        names = [f.name for f in dataclasses.fields(self) if f.name != "extra"]  # type: ignore[arg-type]
+        names = _field_names(type(self))
         keys = [n for n in names if not (n in self.OPTIONAL and getattr(self, n) is None)]
-        return keys + [k for k in self.extra if k not in names]  # type: ignore[attr-defined]
+        return keys + [k for k in self.extra if k not in names]
 
     def __getitem__(self, key: str) -> Any:
-        if key != "extra" and key in {f.name for f in dataclasses.fields(self)}:  # type: ignore[arg-type]
+        if key in _field_names(type(self)):
             if key in self.OPTIONAL and getattr(self, key) is None:
                 raise KeyError(key)
             return getattr(self, key)
-        return self.extra[key]  # type: ignore[attr-defined]
+        return self.extra[key]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys())
@@ -81,7 +90,7 @@ class _Record(Mapping[str, Any]):
 
 
 def _split(cls: type, data: Mapping[str, Any]) -> tuple[dict[str, Any], Mapping[str, Any]]:
-    names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    names = _field_names(cls)
     known = {k: v for k, v in data.items() if k in names}
     return known, freeze({k: v for k, v in data.items() if k not in names})
 
