@@ -5,7 +5,7 @@ Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports 
 
 from __future__ import annotations
 
-from ..serving import (
+from ..harness.serving import (
     HANDLER_SOURCE,
     TorchServe,
     archive,
