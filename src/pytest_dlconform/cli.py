@@ -5,6 +5,7 @@
     dlconform run [PYTEST ARGS]          run the shipped suites (pytest --pyargs pytest_dlconform.suites)
     dlconform compare OLD.json NEW.json  upgrade check: exit 1 on a regressed claim, 2 on unusable input
     dlconform html REPORT.json OUT.html  render a JSON report as the HTML matrix
+    dlconform modes REPORT.json [--check] the documented modes a run checked, per claim (modes.py)
     dlconform repro NODEID [--report R.json] [--out FILE]
                                          the standalone script that reproduces a violated test (repro.py)
     dlconform soak [--quick N] [--explore M] [--out DIR] [-- PYTEST ARGS]
@@ -46,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--known-divergences", metavar="TOML", help="known-divergences file applied to the new report")
     cmp.add_argument("--fail-on-drift", action="store_true", help="exit 1 on evidence drift too")
     sub.add_parser("mutate", help="the mutation score (mutants/runner.py)", add_help=False)
+    sub.add_parser("modes", help="the documented modes a JSON report checked, per claim (modes.py)", add_help=False)
     sub.add_parser("repro", help="print the standalone script that reproduces a violated test (repro.py)", add_help=False)
     page = sub.add_parser("html", help="render a JSON report as a self-contained HTML page")
     page.add_argument("report")
@@ -67,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .mutants import runner
 
         return runner.main(argv[1:])
+    if argv[:1] == ["modes"]:
+        from . import modes
+
+        return modes.main(argv[1:])
     if argv[:1] == ["repro"]:
         from . import repro
 

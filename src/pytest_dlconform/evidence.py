@@ -1,7 +1,9 @@
 """What an oracle observed, recorded on the running test's report.
 
 Oracles call :func:`check` (a compared quantity with its tolerance) and :func:`note`
-(a plain observation: a trace count, a measured ratio). The plugin opens a recorder
+(a plain observation: a trace count, a measured ratio); a test calls :func:`covers` with
+the documented modes of its claim it has just checked (the claim's ``modes`` in the
+registry; naming one the claim does not declare is a harness error). The plugin opens a recorder
 around each claim test; outside one, recording is a no-op, so the oracles work in any
 program. Across hypothesis examples, :func:`check` keeps the worst case per name.
 """
@@ -11,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +45,19 @@ def _number(value: Any) -> float:
 class Recorder:
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
+    #: The claim's declared modes (None: unknown, anything is accepted) and those covered.
+    declared: Collection[str] | None = None
+    modes: Counter[str] = field(default_factory=Counter)
+
+    def covers(self, *modes: str) -> None:
+        if self.declared is not None:
+            unknown = [m for m in modes if m not in self.declared]
+            if unknown:
+                from .frameworks.base import HarnessError
+
+                raise HarnessError(f"evidence.covers({', '.join(map(repr, unknown))}): not a mode of this test's claim; "
+                                   f"its modes are {sorted(self.declared)} (add it to the claim's modes in claims/*.toml)")
+        self.modes.update(modes)
 
     def check(self, name: str, *, observed: float, tolerance: float, **details: Any) -> None:
         margin = observed / tolerance if tolerance > 0 else (0.0 if observed == 0 else math.inf)
@@ -56,7 +72,10 @@ class Recorder:
         self.notes.update({k: _jsonable(v) for k, v in values.items()})
 
     def as_dict(self) -> dict[str, Any]:
-        return {"checks": self.checks, "notes": self.notes}
+        out: dict[str, Any] = {"checks": self.checks, "notes": self.notes}
+        if self.modes:
+            out["modes"] = dict(sorted(self.modes.items()))
+        return out
 
     @property
     def worst_margin(self) -> float | None:
@@ -82,9 +101,17 @@ def note(**values: Any) -> None:
         recorder.note(**values)
 
 
+def covers(*modes: str) -> None:
+    """Record that the running test has checked these documented modes of its claim (call
+    it after the check, so a failing check never counts as coverage)."""
+    recorder = _current.get()
+    if recorder is not None:
+        recorder.covers(*modes)
+
+
 @contextlib.contextmanager
-def recording() -> Iterator[Recorder]:
-    recorder = Recorder()
+def recording(declared: Collection[str] | None = None) -> Iterator[Recorder]:
+    recorder = Recorder(declared=declared)
     token = _current.set(recorder)
     try:
         yield recorder

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from . import coverage, results
+from . import coverage, modes, results
 from .report import thaw
 
 # Verdict tokens used as CSS classes and filter values.
@@ -133,6 +133,7 @@ def render(doc: Mapping[str, Any]) -> str:
         _grid(doc),
         '<p id="shown-count"></p>',
         coverage.html_section(doc),
+        modes.html_section(doc),
         '<section id="evidence"><h2>Evidence</h2>',
         *(_claim_detail(cid, entry) for cid, entry in claims.items()),
         "</section>",

@@ -166,15 +166,16 @@ class Report(_Record):
     exit_status: int | None = None
     baseline: Mapping[str, Any] | None = None  # --dl-baseline: path, regressed claims, text
     coverage: Mapping[str, Any] | None = None  # the op suite's coverage ledger (coverage.ledger)
+    modes: Mapping[str, Any] | None = None  # the claims' documented modes checked (modes.ledger)
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 
-    OPTIONAL = frozenset({"baseline", "coverage"})
+    OPTIONAL = frozenset({"baseline", "coverage", "modes"})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
         known, extra = _split(cls, data)
         known["claims"] = MappingProxyType({cid: ClaimRecord.from_dict(c) for cid, c in (known.get("claims") or {}).items()})
-        for name in ("environment", "counts", "baseline", "coverage"):
+        for name in ("environment", "counts", "baseline", "coverage", "modes"):
             if known.get(name) is not None:
                 known[name] = freeze(known[name])
         known["divergences"] = freeze(known.get("divergences") or ())

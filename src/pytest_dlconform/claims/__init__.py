@@ -11,6 +11,10 @@ One TOML file per area lives beside this module. Each ``[[claim]]`` has:
   truth) or ``wrong``; the statement then records the precise truth side by side.
 - ``evidence``: optional note on how the claim can be observed (e.g. only through a
   private API), shown in the ledger and the report.
+- ``modes``: optional list of the documented modes the statement enumerates (a parameter
+  value, a train/eval combination, an implementation); each test records the modes it
+  checked with ``evidence.covers(...)``, and the run's modes ledger
+  (:mod:`pytest_dlconform.modes`) lists, per claim, which were checked and which not.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ AREAS = ("execution", "autodiff", "distributed", "export", "data", "modules", "p
 ACCURACY = ("accurate", "imprecise", "wrong")
 FRAMEWORKS = ("tensorflow", "torch")
 _ID = re.compile(r"^[a-z]+(\.[a-z0-9][a-z0-9-]*){1,3}$")
+_MODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+:/,<>*-]*$")
 
 
 class RegistryError(ValueError):
@@ -47,6 +52,7 @@ class Claim:
     seed: str | None = None
     seed_accuracy: str = "accurate"
     evidence: str | None = None
+    modes: tuple[str, ...] = ()
 
     @property
     def area(self) -> str:
@@ -56,7 +62,7 @@ class Claim:
         return {
             "id": self.id, "area": self.area, "statement": self.statement, "source": self.source,
             "frameworks": list(self.frameworks), "seed": self.seed,
-            "seed_accuracy": self.seed_accuracy, "evidence": self.evidence,
+            "seed_accuracy": self.seed_accuracy, "evidence": self.evidence, "modes": list(self.modes),
         }
 
 
@@ -75,14 +81,23 @@ def _parse(area: str, entry: dict[str, object]) -> Claim:
     for key in ("statement", "source"):
         if not str(entry.get(key, "")).strip():
             raise RegistryError(f"{where}: '{key}' is required")
-    unknown = set(entry) - {"id", "statement", "source", "frameworks", "seed", "seed_accuracy", "evidence"}
+    unknown = set(entry) - {"id", "statement", "source", "frameworks", "seed", "seed_accuracy", "evidence", "modes"}
     if unknown:
         raise RegistryError(f"{where}: unknown keys {sorted(unknown)}")
     return Claim(
         id=cid, statement=str(entry["statement"]).strip(), source=str(entry["source"]).strip(),
         frameworks=frameworks, seed=_opt(entry.get("seed")), seed_accuracy=accuracy,
-        evidence=_opt(entry.get("evidence")),
+        evidence=_opt(entry.get("evidence")), modes=_modes(where, entry.get("modes", [])),
     )
+
+
+def _modes(where: str, listed: object) -> tuple[str, ...]:
+    if not isinstance(listed, list) or not all(isinstance(m, str) and _MODE.match(m) for m in listed):
+        raise RegistryError(f"{where}: modes must be a list of names without spaces (e.g. 'train', 'eval+frozen')")
+    if len(set(listed)) != len(listed):
+        dup = sorted({m for m in listed if listed.count(m) > 1})
+        raise RegistryError(f"{where}: modes listed twice: {dup}")
+    return tuple(listed)
 
 
 def _opt(value: object) -> str | None:

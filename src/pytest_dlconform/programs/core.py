@@ -93,6 +93,10 @@ class OpSpec:
     hint: Callable[[Draw, int], Shape] | None = field(default=None, compare=False)
     #: Known, documented framework limits: check name -> what goes wrong (see KNOWN_LIMITS).
     limits: Mapping[str, str] = field(default_factory=dict, compare=False)
+    #: False for ops checked one at a time only (the per-op, low-precision and compiled
+    #: suites): composed programs never draw them unless named in ``programs(ops=...)``, so
+    #: adding such an op changes no composed program any seed draws.
+    composable: bool = field(default=True, compare=False)
 
 
 @dataclass(frozen=True)

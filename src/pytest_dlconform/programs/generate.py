@@ -126,7 +126,7 @@ def _input_range(n_inputs: int | tuple[int, int]) -> tuple[int, int]:
 
 def _allowed(ops: Collection[str] | None) -> list[OpSpec]:
     if ops is None:
-        return list(OPS.values())
+        return [s for s in OPS.values() if s.composable]
     unknown = sorted(set(ops) - set(OPS))
     if unknown:
         raise ValueError(f"unknown ops {unknown}; choose among {sorted(OPS)}")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .. import claims as registry
 from .. import evidence, results
 from .. import settings as opts
 from ..frameworks import HarnessError, adapter, state_diff
@@ -49,7 +50,9 @@ class Guard:
         before = {fw: adapter(fw).snapshot() for fw in loaded}
         rng = (random.getstate(), _numpy_state())
         self._seed_everything(self.test_seed(node), loaded)
-        with evidence.recording() as recorder, self._device_scope(info.params.get("device"), loaded):
+        claim = registry.get(info.claim)
+        declared = claim.modes if claim else None
+        with evidence.recording(declared) as recorder, self._device_scope(info.params.get("device"), loaded):
             node.stash[EVIDENCE_KEY] = recorder
             yield
         random.setstate(rng[0])

@@ -95,6 +95,8 @@ def _outcome(run: Any) -> _Outcome:
     outcome.doc = repro.attach(outcome.doc)
     from .. import coverage  # the op suite's coverage ledger (issue 12)
     outcome.doc = outcome.doc.replace(coverage=coverage.ledger(outcome.doc))
+    from .. import modes  # the claims' documented modes (issue 13)
+    outcome.doc = outcome.doc.replace(modes=modes.ledger(outcome.doc))
     _compare_baseline(run, outcome)
     run._dl_outcome = outcome  # computed once: finish, then summarize
     return outcome

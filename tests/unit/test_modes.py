@@ -1,0 +1,80 @@
+"""The modes ledger: claims declare documented modes, tests record what they checked, and a
+report that leaves a declared mode unchecked fails ``dlconform modes --check``."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_dlconform import claims, evidence, modes
+from pytest_dlconform.frameworks import HarnessError
+
+
+def _report(declared, tests):
+    return {"claims": {"modules.x": {"claim": {"id": "modules.x", "modes": declared}, "tests": tests}}}
+
+
+def _test(verdict, covered):
+    return {"verdict": verdict, "evidence": {"checks": {}, "notes": {}, "modes": covered}}
+
+
+def test_registry_parses_modes_and_refuses_bad_ones():
+    entry = {"id": "modules.a", "statement": "s", "source": "x", "frameworks": ["torch"], "modes": ["train", "eval"]}
+    assert claims._parse("modules", entry).modes == ("train", "eval")
+    with pytest.raises(claims.RegistryError, match="modes listed twice: \\['train'\\]"):
+        claims._parse("modules", {**entry, "modes": ["train", "train"]})
+    with pytest.raises(claims.RegistryError, match="modes must be a list of names without spaces"):
+        claims._parse("modules", {**entry, "modes": ["train mode"]})
+    with pytest.raises(claims.RegistryError, match="modes must be a list"):
+        claims._parse("modules", {**entry, "modes": "train"})
+
+
+def test_covers_records_declared_modes_and_refuses_others():
+    with evidence.recording(("train", "eval")) as rec:
+        evidence.covers("train")
+        evidence.covers("train", "eval")
+        with pytest.raises(HarnessError, match=r"evidence.covers\('frozen'\): not a mode of this test's claim; "
+                                               r"its modes are \['eval', 'train'\]"):
+            evidence.covers("frozen")
+    assert rec.as_dict()["modes"] == {"eval": 1, "train": 2}
+    evidence.covers("anything")  # outside a recorder: a no-op, as for check and note
+
+
+def test_ledger_counts_tests_per_mode_and_lists_unchecked():
+    doc = _report(["train", "eval", "frozen"], [_test("holds", {"train": 3}), _test("violated", {"train": 1, "eval": 2}),
+                                               _test("not_applicable", {"frozen": 1})])
+    led = modes.ledger(doc)
+    entry = led["claims"]["modules.x"]
+    assert entry["covered"] == {"train": {"holds": 1, "violated": 1, "checks": 4}, "eval": {"violated": 1, "checks": 2}}
+    assert entry["unchecked"] == ["frozen"]  # a not-applicable test checked nothing
+    assert (led["declared"], led["unchecked"]) == (3, 1)
+    assert modes.problems(doc) == ["modules.x: frozen"]
+
+
+def test_ledger_leaves_out_claims_without_modes_or_without_a_run():
+    assert modes.ledger(_report([], [_test("holds", {})])) is None
+    assert modes.ledger(_report(["a"], [_test("not_applicable", {})])) is None
+
+
+def test_check_command_fails_on_an_unchecked_mode(tmp_path, capsys):
+    from pytest_dlconform.report import Report
+
+    def write(tests):
+        doc = _report(["train", "eval"], [{**t, "nodeid": f"t{i}", "claim": "modules.x"} for i, t in enumerate(tests)])
+        doc["claims"]["modules.x"]["verdict"] = "holds"
+        path = tmp_path / "r.json"
+        path.write_text(Report.from_dict(doc).to_json())
+        return str(path)
+
+    assert modes.main([write([_test("holds", {"train": 1, "eval": 1})]), "--check"]) == 0
+    assert "2 of 2 documented modes checked" in capsys.readouterr().out
+    assert modes.main([write([_test("holds", {"train": 1})]), "--check"]) == 1
+    out = capsys.readouterr()
+    assert "eval: UNCHECKED" in out.out
+    assert "modules.x: eval" in out.err
+    assert modes.main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_html_section_names_unchecked_modes():
+    doc = _report(["train", "eval"], [_test("holds", {"train": 2})])
+    page = modes.html_section({"modes": modes.ledger(doc)})
+    assert "1 of 2 declared modes checked" in page and '<td class="problem">eval</td>' in page
