@@ -28,7 +28,7 @@ ATTR = "_dlconform_ci_examples"
 _APPLIED = "_dlconform_budget_applied"
 
 # Seconds of shrinking per failing test; None keeps hypothesis's own limit (five minutes).
-SHRINK_SECONDS: dict[str, float | None] = {"quick": 2.0, "ci": 5.0, "thorough": None, "explore": None}
+SHRINK_SECONDS: dict[str, float | None] = {"quick": 2.0, "ci": 5.0, "thorough": None, "explore": None, "replay": None}
 
 
 _active: list[Any] = []  # the budget of this process's run, once a claim test needs it
@@ -64,10 +64,16 @@ def claim_settings(test_settings: Any, budget: Any) -> Any:
     declared = ci_examples_of(test_settings)
     examples = budget.max_examples if declared is None else max(1, round(declared * budget.max_examples / CI_EXAMPLES))
     health = tuple(dict.fromkeys([*test_settings.suppress_health_check, *budget.suppress_health_check]))
+    from hypothesis import Phase
+
+    # A test's own phases stay, except that a budget which generates nothing (replay) keeps
+    # the test from generating too.
+    phases = test_settings.phases if Phase.generate in budget.phases else tuple(
+        p for p in test_settings.phases if p in budget.phases)
     return settings(
         test_settings, max_examples=examples, derandomize=budget.derandomize,
         database=None if budget.derandomize else budget.database, deadline=budget.deadline,
-        print_blob=budget.print_blob, suppress_health_check=health,
+        print_blob=budget.print_blob, suppress_health_check=health, phases=phases,
     )
 
 

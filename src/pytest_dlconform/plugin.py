@@ -77,6 +77,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if getattr(config.option, "dl_profile", None) or opts.env_var(opts.PROFILE) in __import__("os").environ:
+        from .profiles import choose_seed
+
+        choose_seed(config)  # a randomized profile without --hypothesis-seed: pick one, printed and reported
     if not config.getoption("dl_list_claims"):
         return None
     from .ledger import print_ledger

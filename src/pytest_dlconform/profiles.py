@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 PREFIX = "dlconform-"
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -33,7 +33,41 @@ def register() -> None:
         PREFIX + "explore", max_examples=THOROUGH_EXAMPLES, deadline=None, database=None, derandomize=False,
         print_blob=True, suppress_health_check=_SLOW_OK,
     )
+    # replay: only what --dl-examples-db stored (hypothesis's reuse phase, then shrinking a
+    # failure again), nothing generated: after a fix, the nightly's failures rerun in seconds.
+    settings.register_profile(
+        PREFIX + "replay", max_examples=THOROUGH_EXAMPLES, deadline=None, database=None, derandomize=False,
+        print_blob=True, suppress_health_check=_SLOW_OK, phases=(Phase.explicit, Phase.reuse, Phase.shrink),
+    )
 
 
 def load(profile: str) -> None:
     settings.load_profile(PREFIX + profile)
+
+
+#: Profiles whose examples come from hypothesis's random seed (the others are derandomized).
+RANDOMIZED = ("quick", "explore")
+
+
+def choose_seed(config: object) -> int | None:
+    """Give a randomized run (--dl-profile=explore or quick, asked for on the command line or
+    in DLCONFORM_PROFILE) a hypothesis seed when the user gave none, so the run's header
+    prints it and its report stores it: the run can be repeated example for example. A
+    worker keeps the controller's (xdist copies the options), a non-dlconform run is left alone."""
+    import os
+    import secrets
+
+    option = getattr(config, "option", None)
+    if option is None or hasattr(config, "workerinput") or getattr(option, "hypothesis_seed", None) is not None:
+        return None
+    # Under a fixed seed hypothesis neither reads nor writes the example database (its
+    # run_engine drops the database key): with --dl-examples-db, the database is what
+    # reproduces a failure (--dl-profile=replay), so no seed is chosen.
+    if getattr(option, "dl_examples-db", None) or os.environ.get("DLCONFORM_EXAMPLES_DB"):
+        return None
+    profile = getattr(option, "dl_profile", None) or os.environ.get("DLCONFORM_PROFILE")
+    if profile not in RANDOMIZED:
+        return None
+    seed = secrets.randbelow(2**32)
+    option.hypothesis_seed = str(seed)
+    return seed

@@ -27,6 +27,7 @@ TIMEOUT = "timeout"
 ALLOW_LISTEN_ALL = "allow-listen-all"
 MODEL = "model"
 DIVERGENCES = "divergences"
+EXAMPLES_DB = "examples-db"
 # Set by `dlconform run` for the pytest it starts: there, the packaged known-divergences file
 # is the built-in default of --dl-divergences (a flag, DLCONFORM_DIVERGENCES or a dl_divergences
 # ini key still wins, in the usual order). A plain `pytest` run has no default file.
@@ -49,7 +50,9 @@ STRATEGY_CHOICES = {
     "torch": ("single", "ddp", "fsdp"),
 }
 ALL_STRATEGIES = tuple(s for names in STRATEGY_CHOICES.values() for s in names)
-PROFILE_CHOICES = ("quick", "ci", "thorough", "explore")
+PROFILE_CHOICES = ("quick", "ci", "thorough", "explore", "replay")
+#: Profiles that keep no example database: their examples are fixed by derandomization.
+DERANDOMIZED_PROFILES = ("ci", "thorough")
 
 
 def flag(name: str) -> str:
@@ -72,7 +75,8 @@ HELP = {
     REPLICAS: "replicas for multi-replica strategies (logical CPU devices for TensorFlow, processes for torch). Default: 2.",
     CLAIMS: "comma list of claim-id globs; only tests whose claim matches run (e.g. 'autodiff.*'). Default: all.",
     PROFILE: ("hypothesis budget: quick (development), ci (derandomized, no example database), thorough (nightly/upgrade), "
-              "explore (the thorough budget, randomized by --hypothesis-seed: the soak). Default: ci."),
+              "explore (the thorough budget, randomized by --hypothesis-seed: the soak), replay (only the examples stored in "
+              "--dl-examples-db, nothing new). Default: ci."),
     SEED: "base seed for per-test framework seeds (integer). Default: 0.",
     REPORT: "write a versioned JSON report of claims, verdicts and evidence to this path.",
     HTML: "write a self-contained HTML conformance matrix to this path.",
@@ -84,6 +88,9 @@ HELP = {
     ALLOW_LISTEN_ALL: "yes: where no private network namespace can be made, run local TensorFlow clusters on this "
     "host's network anyway, their gRPC servers listening on every interface (TensorFlow has no bind-address option); "
     "no: their claims report not applicable with the reason. Default: no.",
+    EXAMPLES_DB: "hypothesis example database folder for the randomized profiles (explore, quick, replay): the failing "
+    "examples a run finds are saved there and replayed first by every later run given the same folder (keep it as a "
+    "CI artifact; --dl-profile=replay runs only those). Default: none.",
     MODEL: "your own model for the model.* claims: 'module:factory' (repeatable; env: comma list; ini: one per line). "
     "See docs/own-model.md.",
 }
@@ -111,6 +118,7 @@ class Settings:
     allow_listen_all: bool = False  # TensorFlow cluster servers on this host's network (see netns.py)
     models: tuple[str, ...] = ()  # --dl-model references 'module:factory', in order, without duplicates
     divergences: str | None = None  # the known-divergences TOML file (absolute), or None
+    examples_db: str | None = None  # --dl-examples-db: hypothesis's example database folder (absolute), or None
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def claim_selected(self, claim_id: str) -> bool:
@@ -334,5 +342,27 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         allow_listen_all=bool(get(ALLOW_LISTEN_ALL, lambda r: _boolean(ALLOW_LISTEN_ALL, r), False)),
         models=_models(raws[MODEL]),
         divergences=_divergences(raws[DIVERGENCES]),
+        examples_db=_examples_db(raws[EXAMPLES_DB], raws[PROFILE]),
         sources=sources,
     )
+
+
+def _examples_db(raw: Raw | None, profile_raw: Raw | None) -> str | None:
+    profile = profile_raw[0] if profile_raw is not None else "ci"
+    if raw is None:
+        if profile == "replay":
+            raise _bad(PROFILE, profile_raw or ("replay", "default"), "replays the stored examples and has none to replay",
+                       f"pass {flag(EXAMPLES_DB)}=DIR, the folder an explore run saved its failures in")
+        return None
+    path = os.path.abspath(raw[0])
+    if profile in DERANDOMIZED_PROFILES:
+        raise _bad(EXAMPLES_DB, raw, f"the {profile} profile is derandomized and keeps no example database",
+                   f"use {flag(PROFILE)}=explore (or quick, or replay) with an example database")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise _bad(EXAMPLES_DB, raw, "is a file, not a folder", "pass a folder (it is created if missing)")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise _bad(EXAMPLES_DB, raw, f"directory {parent} does not exist", "create it first or choose another path")
+    if not os.access(path if os.path.isdir(path) else parent, os.W_OK):
+        raise _bad(EXAMPLES_DB, raw, "is not writable", "choose a writable folder")
+    return path

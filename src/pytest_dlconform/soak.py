@@ -94,10 +94,16 @@ def areas() -> list[str]:
 
 
 def command(profile: str, seed: int, report: Path, *, workers: str, divergences: str, extra: Sequence[str],
-            claims: str = "") -> list[str]:
-    """The pytest command line of one soak run (what ``dlconform run`` does, with the seed)."""
+            claims: str = "", examples_db: str = "") -> list[str]:
+    """The pytest command line of one soak run (what ``dlconform run`` does, with the seed).
+
+    With ``examples_db`` the run keeps hypothesis's example database there instead of a
+    hypothesis seed (hypothesis ignores the database under a fixed seed): the failures it
+    finds are saved, the next run with the same folder replays them first, and
+    ``--dl-profile=replay`` reruns only them. ``--dl-seed`` still fixes the framework seeds."""
+    randomness = [f"--dl-examples-db={examples_db}"] if examples_db else [f"--hypothesis-seed={seed}"]
     cmd = [sys.executable, "-m", "pytest", "--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider",
-           f"--dl-profile={profile}", f"--hypothesis-seed={seed}", f"--dl-seed={seed}",
+           f"--dl-profile={profile}", *randomness, f"--dl-seed={seed}",
            f"--dl-report={report}", f"--dl-divergences={divergences}", "--hypothesis-show-statistics"]
     if claims:
         cmd.append(f"--dl-claims={claims}")
@@ -116,11 +122,16 @@ def unexpected(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def repro(test: dict[str, Any], profile: str, seed: int, divergences: str) -> str:
-    """The test's own reproduction command, with the hypothesis seed and divergences the run used."""
+def repro(test: dict[str, Any], profile: str, seed: int, divergences: str, examples_db: str = "") -> str:
+    """The test's own reproduction command, with the hypothesis seed (or the example database,
+    replayed) and the divergences the run used."""
     base = test.get("repro") or f"pytest {shlex.quote(str(test.get('nodeid', '?')))} --dl-profile={profile} --dl-seed={seed}"
     base = base.split("  #", 1)[0].strip()  # the report's repro may end in a comment
-    for flag in (f"--hypothesis-seed={seed}", f"--dl-divergences={shlex.quote(divergences)}"):
+    randomness = f"--hypothesis-seed={seed}"
+    if examples_db:
+        base = base.replace(f"--dl-profile={profile}", "--dl-profile=replay")
+        randomness = f"--dl-examples-db={shlex.quote(examples_db)}"
+    for flag in (randomness, f"--dl-divergences={shlex.quote(divergences)}"):
         if flag.split("=", 1)[0] not in base:
             base += f" {flag}"
     return base
@@ -147,7 +158,7 @@ def _scan_log(log: Path) -> tuple[dict[str, int], int | None]:
     return totals, (int(marks[-1]) if marks else None)
 
 
-def judge(run: Run, divergences: str) -> None:
+def judge(run: Run, divergences: str, examples_db: str = "") -> None:
     """Fill in the run's verdict from its JSON report (and its exit code)."""
     run.examples, run.progress_percent = _scan_log(Path(run.log))
     if run.exit_code in BROKEN_EXIT:
@@ -164,12 +175,12 @@ def judge(run: Run, divergences: str) -> None:
         run.problem = run.problem or f"the report has no tests; see {run.log}"
     run.failures = [
         Failure(str(t.get("nodeid")), str(t.get("verdict")), str(t.get("reason", ""))[:2000],
-                repro(t, run.profile, run.seed, divergences))
+                repro(t, run.profile, run.seed, divergences, examples_db))
         for t in unexpected(doc)
     ]
 
 
-def execute(run: Run, timeout: float | None, divergences: str) -> Run:
+def execute(run: Run, timeout: float | None, divergences: str, examples_db: str = "") -> Run:
     run.load_before = _load()
     start = time.monotonic()
     with open(run.log, "w", encoding="utf-8") as log:
@@ -185,7 +196,7 @@ def execute(run: Run, timeout: float | None, divergences: str) -> Run:
                 _stop(proc)
     run.wall_s = round(time.monotonic() - start, 1)
     run.load_after = _load()
-    judge(run, divergences)
+    judge(run, divergences, examples_db)
     return run
 
 
@@ -225,6 +236,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--split", action="store_true",
                    help="run each claim area as its own pytest run (same seed): a run cut short by --timeout "
                         "still leaves complete reports for the areas it finished")
+    p.add_argument("--examples-db", default="", metavar="DIR",
+                   help="keep hypothesis's example database in DIR (e.g. a CI artifact restored from the last night): "
+                        "stored failures are replayed first, new ones saved; runs then take no hypothesis seed")
     p.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments for every run")
     return p
 
@@ -246,6 +260,8 @@ def _validate(args: argparse.Namespace) -> str:
         return f"--timeout {args.timeout}: give a positive number of seconds"
     if args.divergences and not Path(args.divergences).is_file():
         return f"--divergences {args.divergences}: no such file; give a known-divergences TOML"
+    if args.examples_db and Path(args.examples_db).exists() and not Path(args.examples_db).is_dir():
+        return f"--examples-db {args.examples_db}: is a file; give a folder (created if missing)"
     return ""
 
 
@@ -260,15 +276,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     divergences = str(Path(args.divergences).resolve()) if args.divergences else _divergences()
+    examples_db = str(Path(args.examples_db).resolve()) if args.examples_db else ""
     runs: list[Run] = []
     for i, (profile, seed, claims) in enumerate(_plan(args)):
         stem = out / (f"run{i:02d}-{profile}-{seed}" + (f"-{claims.split('.')[0]}" if claims else ""))
         report = Path(f"{stem}.json")
         cmd = command(profile, seed, report, workers=args.workers, divergences=divergences, extra=args.pytest_args,
-                      claims=claims)
+                      claims=claims, examples_db=examples_db)
         run = Run(i, profile, seed, cmd, claims, str(report), f"{stem}.log")
         print(f"soak: run {i} {profile} seed={seed}{' claims ' + claims if claims else ''} (log {run.log})", flush=True)
-        runs.append(execute(run, args.timeout, divergences))
+        runs.append(execute(run, args.timeout, divergences, examples_db))
         print("soak: " + _summary_line(run), flush=True)
         for f in run.failures:
             print(f"  UNEXPECTED {f.verdict}: {f.nodeid}\n    reproduce: {f.repro}", flush=True)

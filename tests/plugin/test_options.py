@@ -135,3 +135,55 @@ def test_dlconform_run_passes_every_argument_to_pytest(tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "test_tape.py::test_constants_need_watch_trainable_variables_do_not[cpu]" in out.stdout
+
+
+FAILING_PROPERTY = """
+import pytest
+from hypothesis import given, strategies as st
+
+@pytest.mark.claim("autodiff.tape.watch")
+@given(st.integers(0, 10**6))
+def test_large(x):
+    assert x < 1000, f"x={x}"
+"""
+
+
+def test_randomized_run_prints_and_reports_its_seed(suite):
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    result = suite.runpytest_subprocess("--dl-device=cpu", "--dl-profile=explore", "--dl-report=r.json")
+    line = next(x for x in result.stdout.lines if x.startswith("dlconform: reproduce with:"))
+    seed = line.split("--hypothesis-seed=", 1)[1].split()[0]
+    import json
+
+    settings = json.loads((suite.path / "r.json").read_text())["environment"]["settings"]
+    assert settings["hypothesis_seed"] == seed and settings["profile"] == "explore"
+    # derandomized profiles pick no seed; a seed the user gave is kept
+    result = suite.runpytest_subprocess("--dl-device=cpu", "--dl-profile=ci")
+    assert "--hypothesis-seed" not in result.stdout.str()
+    result = suite.runpytest_subprocess("--dl-device=cpu", "--dl-profile=quick", "--hypothesis-seed=42")
+    result.stdout.fnmatch_lines(["dlconform: reproduce with: * --hypothesis-seed=42"])
+
+
+def test_examples_db_stores_failures_and_replay_reruns_only_them(suite):
+    suite.makepyfile(FAILING_PROPERTY)
+    db = suite.path / "db"
+    first = suite.runpytest_subprocess("--dl-device=cpu", "--dl-profile=explore", f"--dl-examples-db={db}")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    assert db.is_dir() and any(db.rglob("*")), "the failing example was not saved"
+    replay = suite.runpytest_subprocess("--dl-device=cpu", "--dl-profile=replay", f"--dl-examples-db={db}")
+    assert replay.ret == pytest.ExitCode.TESTS_FAILED  # the stored failure, replayed without generating
+    replay.stdout.fnmatch_lines(["*x=*"])
+
+
+def test_examples_db_usage_errors(suite):
+    suite.makepyfile(NO_FRAMEWORK_TEST)
+    _one_line_error(suite.runpytest_subprocess("--dl-profile=ci", "--dl-examples-db=db"),
+                    "--dl-examples-db='db'", "the ci profile is derandomized and keeps no example database",
+                    "use --dl-profile=explore")
+    _one_line_error(suite.runpytest_subprocess("--dl-profile=replay"),
+                    "--dl-profile='replay'", "has none to replay", "pass --dl-examples-db=DIR")
+    _one_line_error(suite.runpytest_subprocess("--dl-profile=explore", "--dl-examples-db=db", "--hypothesis-seed=3"),
+                    "--hypothesis-seed=3 with --dl-examples-db=", "hypothesis ignores the example database under a fixed seed")
+    (suite.path / "afile").write_text("x")
+    _one_line_error(suite.runpytest_subprocess("--dl-profile=explore", "--dl-examples-db=afile"),
+                    "is a file, not a folder")

@@ -113,3 +113,34 @@ def test_dlconform_soak_subcommand_reaches_the_soak(capsys: pytest.CaptureFixtur
 
     assert cli.main(["soak", "--quick", "0", "--explore", "0"]) == 2
     assert "dlconform soak: --quick 0 --explore 0" in capsys.readouterr().err
+
+
+def test_with_an_examples_db_runs_keep_it_and_failures_replay_from_it(tmp_path: Path) -> None:
+    db = str(tmp_path / "db")
+    cmd = soak.command("explore", 77, tmp_path / "r.json", workers="0", divergences="/d.toml", extra=[], examples_db=db)
+    assert f"--dl-examples-db={db}" in cmd and "--dl-seed=77" in cmd
+    assert not any(c.startswith("--hypothesis-seed") for c in cmd)  # hypothesis ignores a database under a seed
+    line = soak.repro({"nodeid": "suites/x.py::t", "repro": "pytest suites/x.py::t --dl-profile=explore --dl-seed=77"},
+                      "explore", 77, "/d.toml", db)
+    assert "--dl-profile=replay" in line and f"--dl-examples-db={db}" in line and "--hypothesis-seed" not in line
+
+
+def test_examples_db_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert soak.main(["--examples-db", str(f)]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
+
+
+def test_replay_profile_generates_nothing() -> None:
+    from hypothesis import Phase, settings
+
+    from pytest_dlconform import budgets, profiles
+
+    profiles.register()
+    replay = settings.get_profile("dlconform-replay")
+    assert Phase.generate not in replay.phases and Phase.reuse in replay.phases
+    laid = budgets.claim_settings(settings(), replay)
+    assert Phase.generate not in laid.phases and Phase.reuse in laid.phases
+    explore = budgets.claim_settings(settings(phases=[Phase.explicit, Phase.generate]), settings.get_profile("dlconform-explore"))
+    assert tuple(explore.phases) == (Phase.explicit, Phase.generate)  # a test's own phases stay otherwise

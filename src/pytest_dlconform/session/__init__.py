@@ -65,6 +65,11 @@ class Run(Workers, Collection, Guard, Outcome):
     @classmethod
     def from_config(cls, config: pytest.Config) -> Run:
         run = cls(config, settings_from_config(config))
+        if run.settings.examples_db and config.getoption("hypothesis_seed", None) is not None:
+            raise pytest.UsageError(
+                f"--hypothesis-seed={config.getoption('hypothesis_seed')} with {opts.flag(opts.EXAMPLES_DB)}="
+                f"{run.settings.examples_db}: hypothesis ignores the example database under a fixed seed; drop one "
+                "(the database reproduces its failures with --dl-profile=replay)")
         if run.workerinput is None:
             _validate_input_files(config, run.settings)
             from .. import usermodels
@@ -85,6 +90,10 @@ class Run(Workers, Collection, Guard, Outcome):
             else:
                 profiles.register()
                 cached = settings.get_profile(profiles.PREFIX + self.settings.profile)
+            if self.settings.examples_db:
+                from hypothesis.database import DirectoryBasedExampleDatabase
+
+                cached = settings(cached, database=DirectoryBasedExampleDatabase(self.settings.examples_db))
             self._budget = cached
         return cached
 
@@ -132,6 +141,8 @@ class Run(Workers, Collection, Guard, Outcome):
             "device": s.device, "selected_devices": list(self.kinds), "frameworks": list(s.frameworks),
             "strategies": list(s.strategies), "replicas": s.replicas, "claims": list(s.claims),
             "profile": s.profile, "seed": s.seed, "hypothesis_profile": self.config.getoption("hypothesis_profile", None),
+            # the seed that picked a randomized run's examples (explore, quick): rerun with it
+            "hypothesis_seed": self.config.getoption("hypothesis_seed", None), "examples_db": s.examples_db,
             "allow_listen_all": s.allow_listen_all,  # --dl-allow-listen-all: TensorFlow cluster servers on all interfaces
             "divergences": s.divergences,  # the known-divergences file the verdicts were judged with
         }

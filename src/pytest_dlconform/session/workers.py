@@ -90,9 +90,14 @@ class Workers:
             f"--dl-device={s.device} --dl-framework={','.join(s.frameworks)} --dl-profile={s.profile} "
             f"--dl-seed={s.seed} --dl-replicas={s.replicas}"
         )
+        # A randomized run's examples: its hypothesis seed (chosen by profiles.choose_seed if
+        # the user gave none) and its example database.
+        hseed = self.config.getoption("hypothesis_seed", None)
+        randomized = (f" --hypothesis-seed={hseed}" if hseed is not None else "") + (
+            f" --dl-examples-db={s.examples_db}" if s.examples_db else "")
         return [
             f"dlconform: {versions}; devices found: {self.inventory_text}; selected: {', '.join(self.kinds)}",
-            f"dlconform: reproduce with: pytest {recipe} --dl-claims={','.join(s.claims)}",
+            f"dlconform: reproduce with: pytest {recipe} --dl-claims={','.join(s.claims)}{randomized}",
         ]
 
     def framework_fixture(self, name: str) -> Any:
