@@ -29,6 +29,7 @@ from .limits import (
 )
 from .linalg import _linalg_ops
 from .nn import _nn_ops
+from .normalization import _family_b_ops
 from .piecewise import _piecewise_ops
 from .reduction import _reduction_ops
 from .shape import _shape_ops
@@ -36,11 +37,14 @@ from .shape import _shape_ops
 __all__ = ["KNOWN_LIMITS", "OPS", "TF_FORWARD_MODE", "TORCH_FLOAT64_GRADIENT", "TORCH_FORWARD_MODE", "op_names"]
 
 
-def op_names(*, without: Collection[str] = (), categories: Collection[str] | None = None) -> list[str]:
+def op_names(*, without: Collection[str] = (), categories: Collection[str] | None = None,
+             composed: bool = False) -> list[str]:
     """Names of the ops that have none of the limits in ``without`` (e.g. TF_FORWARD_MODE),
-    optionally only those in ``categories``; pass the result as ``programs(ops=...)``."""
+    optionally only those in ``categories``, and with ``composed=True`` only those composed
+    programs may draw (``OpSpec.composable``); pass the result as ``programs(ops=...)``."""
     return [name for name, s in OPS.items()
-            if not set(without) & set(s.limits) and (categories is None or s.category in categories)]
+            if not set(without) & set(s.limits) and (categories is None or s.category in categories)
+            and (s.composable or not composed)]
 
 
 #: Every operation, in the order hypothesis shrinks towards (simplest first).
@@ -49,5 +53,5 @@ OPS: dict[str, OpSpec] = {
     for s in _with_limits(_with_hints(
         _smooth_ops() + _binary_ops() + _reduction_ops() + _shape_ops() + _contraction_ops() + _linalg_ops()
         + _nn_ops() + _piecewise_ops()
-    ))
+    ) + _family_b_ops())
 }
