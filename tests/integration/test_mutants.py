@@ -194,7 +194,76 @@ def test_every_library_mutant_cites_a_framework_tracker_and_names_registered_cla
             problems.append(f"{m.name}: target {m.target}")
     assert not problems, "\n".join(problems)
     covered = {a for m in library.values() for a in m.areas}
-    assert covered >= set(AREAS) - {"model"}, f"areas without a mutant: {set(AREAS) - covered}"
+    assert covered >= set(AREAS), f"areas without a mutant: {set(AREAS) - covered}"
+
+
+def test_model_mutants_run_on_a_shipped_example_model():
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_model_examples import EXAMPLES
+
+    model_mutants = [m for m in registry().values() if "model" in m.areas]
+    assert len(model_mutants) >= 4, [m.name for m in model_mutants]
+    for m in model_mutants:
+        assert m.model in EXAMPLES and all(c.startswith("model.") for c in m.claims), m
+        assert runner._example_folder(m.model) == str(ROOT), m.model  # importable from this checkout
+        cmd = runner.command(m, ",".join(m.claims), m.select, Path("r.json"), profile="ci", workers="0",
+                             divergences="d", extra=[], models=[m.model])
+        assert f"--dl-model={m.model}" in cmd, cmd
+
+
+def test_a_model_mutant_without_its_example_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runner, "CHECKOUT", tmp_path)  # as from a wheel: no examples/ anywhere
+    assert runner.main(["--mutant", "torch-dropout-ignores-manual-seed"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dlconform mutate: --mutant torch-dropout-ignores-manual-seed: its example model "
+                          "examples.torch_user:tabular_model is not importable; run from a checkout") and err.count("\n") == 1
+
+
+def test_a_model_mutant_reaches_the_model_suite_and_is_killed(tmp_path, monkeypatch):
+    """End to end: --dl-model passed, the example imported in the factory check's fresh
+    interpreter and in pytest, the mutant applied there, the seeded-determinism test violated."""
+    monkeypatch.chdir(tmp_path)  # not the checkout: the runner must find examples/ itself
+    out = tmp_path / "out"
+    code = runner.main(["--mutant", "torch-dropout-ignores-manual-seed", "--out", str(out), "-n", "0"])
+    doc = json.loads((out / "mutate.json").read_text())
+    (m,) = doc["mutants"]
+    assert m["verdict"] == "killed" and m["processes_applied"] >= 1, m
+    assert any("test_same_seed_same_model_outputs_and_gradients[examples.torch_user:tabular_model" in k
+               for k in m["killers"]), m["killers"]
+    assert "training-mode outputs" in m["detail"], m["detail"]
+    assert code == 0
+
+
+# ----------------------------------------------------------------- stop_gradient / detach: the wrong twins
+
+STOP_GRADIENT = "suites/autodiff/test_stop_gradient.py"
+STOP_TESTS = {"tf": ("test_tf_stop_gradient_passes_the_value_and_blocks_the_gradient",
+                     "test_tf_gradients_in_a_function_do_not_flow_through_stop_gradient"),
+              "torch": ("test_torch_detach_passes_the_value_and_blocks_the_gradient",)}
+
+
+@pytest.mark.parametrize(("name", "framework", "message"), [
+    # an identity in place of tf.stop_gradient: the gradient is 3v^2 + cos(v), not v^2 + cos(v)
+    ("tf-stop-gradient-is-identity", "tf",
+     r"gradient with a tf.stop_gradient factor held constant: max\|actual - expected\| = "),
+    # Tensor.detach() still in the graph (pytorch#685)
+    ("torch-detach-keeps-graph", "torch", r"Tensor.detach\(\) result requires_grad=True, grad_fn=<ViewBackward0"),
+])
+def test_the_stop_gradient_suite_fails_on_its_wrong_twins(tmp_path, name, framework, message):
+    import re
+
+    folder = site.prepare(tmp_path / "site")
+    env = site.environment(folder, name, tmp_path / "mutant.log")
+    done = subprocess.run([sys.executable, "-m", "pytest", STOP_GRADIENT, "-p", "no:cacheprovider", "--dl-profile=ci",
+                           "-q", "-rA", "--no-header"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    other = "torch" if framework == "tf" else "tf"
+    for test in STOP_TESTS[framework]:
+        assert f"FAILED {STOP_GRADIENT}::{test}[cpu]" in out, out[-4000:]
+    for test in STOP_TESTS[other]:
+        assert f"PASSED {STOP_GRADIENT}::{test}[cpu]" in out, out[-4000:]
+    assert re.search(message, out), out[-4000:]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -24,7 +24,7 @@ ENV_VAR = "DLCONFORM_MUTANT"
 LOG_VAR = "DLCONFORM_MUTANT_LOG"  # where each process records that it applied (or failed to apply) the mutant
 AREAS = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision")
 # The modules that hold the library, one per claim area (a mutant's first area is its module's).
-LIBRARY = ("autodiff", "data", "distributed", "execution", "export", "interop", "modules", "precision")
+LIBRARY = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class Mutant:
     ``claims``: claim-id globs whose tests should kill it (passed as ``--dl-claims``).
     ``select``: an optional pytest ``-k`` expression naming the tests of the patched
     framework among those claims' tests (so a torch mutant does not pay TensorFlow's import).
+    ``model``: for the model.* claims, the ``module:factory`` of a shipped example model
+    (``examples/`` of the checkout), passed to the run as ``--dl-model``.
     ``target``: the module whose import triggers ``apply`` (``torch``, ``tensorflow``, ``keras``).
     """
 
@@ -45,24 +47,27 @@ class Mutant:
     bug: str
     apply: Callable[[], None] = field(repr=False, compare=False)
     select: str = ""
+    model: str = ""
 
 
 _REGISTRY: dict[str, Mutant] = {}
 
 
 def mutant(name: str, *, areas: tuple[str, ...] | str, claims: tuple[str, ...] | str, target: str, cite: str,
-           bug: str, select: str = "") -> Callable[[Callable[[], None]], Callable[[], None]]:
+           bug: str, select: str = "", model: str = "") -> Callable[[Callable[[], None]], Callable[[], None]]:
     """Register the decorated function as the ``apply`` of mutant ``name``."""
     area_t = (areas,) if isinstance(areas, str) else tuple(areas)
     claim_t = (claims,) if isinstance(claims, str) else tuple(claims)
     unknown = [a for a in area_t if a not in AREAS]
     if unknown or not claim_t or not cite.startswith("https://"):
         raise ValueError(f"mutant {name}: areas {unknown} unknown, or no claims, or cite is not a URL")
+    if any(c.startswith("model.") for c in claim_t) and ":" not in model:
+        raise ValueError(f"mutant {name}: model.* claims need model='module:factory' (an example model)")
 
     def register(fn: Callable[[], None]) -> Callable[[], None]:
         if name in _REGISTRY:
             raise ValueError(f"mutant {name} registered twice")
-        _REGISTRY[name] = Mutant(name, area_t, claim_t, target, cite, bug, fn, select)
+        _REGISTRY[name] = Mutant(name, area_t, claim_t, target, cite, bug, fn, select, model)
         return fn
 
     return register

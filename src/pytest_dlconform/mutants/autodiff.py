@@ -205,3 +205,17 @@ def _tf_jvp_scaled() -> None:
             return tf.nest.map_structure(lambda t: None if t is None else t * (1 + 2**-8), out)
         return jvp
     wrap(tf.autodiff.ForwardAccumulator, "jvp", make)
+
+
+@mutant("torch-detach-keeps-graph", areas="autodiff", claims="autodiff.tape.stop-gradient", target="torch",
+        select="torch", cite="https://github.com/pytorch/pytorch/issues/685",
+        bug="Tensor.detach() keeps the reference to the graph that created its input, so gradients flow "
+            "through the detached value (issue 685: '.detach() doesn't remove the reference to the creating "
+            "graph, even though it should'; fixed in PR 752).")
+def _torch_detach_keeps_graph() -> None:
+    import torch
+
+    def detach(self: Any) -> Any:
+        return self.view_as(self)  # the same values and storage, still in the graph
+
+    torch.Tensor.detach = detach

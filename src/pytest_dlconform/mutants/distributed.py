@@ -54,6 +54,8 @@ def _ddp_sums() -> None:
     def hook(state: Any, bucket: Any) -> Any:
         fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
         return fut.then(lambda f: f.value()[0])
+    # register_comm_hook checks the annotations (strings here, from __future__): give it the ones it wants.
+    hook.__annotations__ = {"bucket": dist.GradBucket}
 
     def make(orig: Any) -> Any:
         def init(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shlex
 import subprocess
@@ -35,6 +36,7 @@ from . import AREAS, Mutant, registry, site
 
 KILLED, SURVIVED, ERROR = "killed", "survived", "error"
 CLEAN = "(clean)"
+CHECKOUT = Path(__file__).resolve().parents[3]  # src/pytest_dlconform/mutants/runner.py -> the repository root
 
 
 @dataclass
@@ -58,10 +60,11 @@ class Outcome:
 
 
 def command(m: Mutant | None, claims: str, select: str, report: Path, *, profile: str, workers: str,
-            divergences: str, extra: Sequence[str]) -> list[str]:
+            divergences: str, extra: Sequence[str], models: Sequence[str] = ()) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", "--pyargs", soak.SUITES_PACKAGE, "-p", "no:cacheprovider",
            f"--dl-profile={profile}", f"--dl-report={report}", f"--dl-divergences={divergences}",
            f"--dl-claims={claims}", "-q", "--no-header", "-rfE"]
+    cmd += [f"--dl-model={ref}" for ref in models]  # the model.* claims run on a shipped example model
     if select:
         cmd += ["-k", select]
     if workers not in ("", "0"):
@@ -187,7 +190,21 @@ def select(args: argparse.Namespace, library: dict[str, Mutant]) -> tuple[list[M
         return [], f"--timeout {args.timeout}: give a positive number of seconds"
     if not 0 <= args.fail_under <= 100:
         return [], f"--fail-under {args.fail_under}: give a percentage from 0 to 100"
+    missing = [m for m in chosen if m.model and not _example_folder(m.model)]
+    if missing:
+        return [], (f"--mutant {missing[0].name}: its example model {missing[0].model} is not importable; "
+                    "run from a checkout of pytest-dlconform (examples/) or leave out --area model")
     return chosen, ""
+
+
+def _example_folder(ref: str) -> str:
+    """The folder from which ``ref``'s module imports: the current directory, else the checkout
+    this package was installed from (editable install); '' when neither has it."""
+    first = ref.partition(":")[0].split(".")[0]
+    for folder in (Path.cwd(), CHECKOUT):
+        if (folder / first / "__init__.py").is_file() or (folder / f"{first}.py").is_file():
+            return str(folder)
+    return ""
 
 
 def score(outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -235,7 +252,7 @@ def _write(path: Path, outcomes: Sequence[Outcome], baseline: Outcome | None, ar
 
 
 def _run_one(m: Mutant | None, claims: str, sel: str, out_dir: Path, folder: Path, args: argparse.Namespace,
-             divergences: str) -> Outcome:
+             divergences: str, models: Sequence[str] = ()) -> Outcome:
     stem = out_dir / (m.name if m else "baseline")
     report = Path(f"{stem}.json")
     report.unlink(missing_ok=True)
@@ -243,9 +260,12 @@ def _run_one(m: Mutant | None, claims: str, sel: str, out_dir: Path, folder: Pat
     if mutant_log:
         mutant_log.unlink(missing_ok=True)
     cmd = command(m, claims, sel, report, profile=args.profile, workers=args.workers, divergences=divergences,
-                  extra=args.pytest_args)
+                  extra=args.pytest_args, models=models)
     out = Outcome(m.name if m else CLEAN, m.areas[0] if m else "-", claims, sel, cmd, str(report), f"{stem}.log")
     env = site.environment(folder, m.name if m else None, mutant_log)
+    # Every process of the run (the factory check's fresh interpreter, rank processes) imports the example.
+    extra_path = [f for f in dict.fromkeys(_example_folder(ref) for ref in models) if f]
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *extra_path])
     return execute(out, env, args.timeout, mutant_log, m.target if m else "")
 
 
@@ -268,12 +288,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.baseline:
         claims = ",".join(sorted({c for m in chosen for c in m.claims}))
         print(f"mutate: clean run of {claims}", flush=True)
-        baseline = _run_one(None, claims, "", out_dir, folder, args, divergences)
+        models = sorted({m.model for m in chosen if m.model})
+        baseline = _run_one(None, claims, "", out_dir, folder, args, divergences, models)
         print(f"mutate: clean run {baseline.verdict}: {baseline.detail} ({baseline.wall_s:.0f} s)", flush=True)
     outcomes: list[Outcome] = []
     for i, m in enumerate(chosen):
         print(f"mutate: [{i + 1}/{len(chosen)}] {m.name} on {','.join(m.claims)}", flush=True)
-        outcomes.append(_run_one(m, ",".join(m.claims), m.select, out_dir, folder, args, divergences))
+        outcomes.append(_run_one(m, ",".join(m.claims), m.select, out_dir, folder, args, divergences,
+                                 [m.model] if m.model else []))
         o = outcomes[-1]
         print(f"mutate:   {o.verdict} in {o.wall_s:.0f} s: {o.detail[:300]}", flush=True)
         _write(out_dir / "mutate.json", outcomes, baseline, args)
