@@ -178,6 +178,16 @@ def test_runner_kills_the_caught_mutant_keeps_the_harmless_one_and_flags_the_bro
     assert doc["score"]["killed"] == 1 and doc["score"]["total"] == 3 and code == 0
 
 
+def test_baseline_only_runs_the_clean_run_of_the_selected_claims_and_no_mutant(mutant_dir, tmp_path):
+    out = tmp_path / "out"
+    code = runner.main(["--mutant", "test-caught", "--baseline-only", "--out", str(out), "-n", "0",
+                        "--", "-k", "inplace_and_rate"])
+    doc = json.loads((out / "mutate.json").read_text())
+    assert doc["mutants"] == [] and doc["baseline"]["verdict"] == "survived", doc  # clean: every test held
+    assert doc["baseline"]["counts"]["holds"] >= 1 and not (out / "test-caught.json").exists()
+    assert code == 0
+
+
 # ----------------------------------------------------------------- the library
 
 

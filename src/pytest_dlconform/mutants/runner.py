@@ -11,7 +11,8 @@ report, as the soak judges one (:mod:`pytest_dlconform.soak`):
   nothing ran (no tests, or all not applicable), pytest broke, or the run timed out.
 
 ``--baseline`` first runs the same claims with the hook installed and no mutant: it must be
-clean, or the mutants' verdicts mean nothing. Prints a table per area and the score
+clean, or the mutants' verdicts mean nothing (``--baseline-only``: that run alone).
+Prints a table per area and the score
 (killed / mutants run) and writes ``OUT/mutate.json``. Exit status: 0, or 1 when the
 baseline is not clean or the score is under ``--fail-under``; 2 on bad arguments.
 """
@@ -162,6 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="mutate-out", help="folder for reports, logs and mutate.json (default ./mutate-out)")
     p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="wall-clock limit per run (600)")
     p.add_argument("--baseline", action="store_true", help="first a clean run of the same claims through the hook")
+    p.add_argument("--baseline-only", action="store_true",
+                   help="only the clean run of the selected mutants' claims (exit 1 unless it is clean)")
     p.add_argument("--fail-under", type=float, default=0.0, metavar="PERCENT",
                    help="exit 1 when fewer than PERCENT of the mutants run are killed (default 0: report only)")
     p.add_argument("--list", action="store_true", help="print the selected mutants and their citations, run nothing")
@@ -285,12 +288,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder = site.prepare(out_dir / "site")
     divergences = soak._divergences()
     baseline = None
-    if args.baseline:
+    if args.baseline or args.baseline_only:
         claims = ",".join(sorted({c for m in chosen for c in m.claims}))
         print(f"mutate: clean run of {claims}", flush=True)
         models = sorted({m.model for m in chosen if m.model})
         baseline = _run_one(None, claims, "", out_dir, folder, args, divergences, models)
         print(f"mutate: clean run {baseline.verdict}: {baseline.detail} ({baseline.wall_s:.0f} s)", flush=True)
+    if args.baseline_only and baseline is not None:
+        _write(out_dir / "mutate.json", [], baseline, args)
+        return 0 if baseline.verdict == SURVIVED else 1
     outcomes: list[Outcome] = []
     for i, m in enumerate(chosen):
         print(f"mutate: [{i + 1}/{len(chosen)}] {m.name} on {','.join(m.claims)}", flush=True)
