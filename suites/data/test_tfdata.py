@@ -53,33 +53,78 @@ def test_map_batch_prefetch_keep_content_and_order(tf, n, width, batch, drop, pr
         f"batch dimension {spec[0]}, but should be {batch if drop else None} (drop_remainder={drop})")
     card = int(ds.cardinality())
     assert card == (n // batch if drop else math.ceil(n / batch)), f"cardinality {card} for n={n}, batch={batch}, drop={drop}"
+    evidence.covers("map", f"batch+drop_remainder={drop}", "repeat-epochs",
+                    "prefetch=none" if prefetch is None else f"prefetch={'AUTOTUNE' if prefetch == 'autotune' else 'k'}")
+
+
+def _orders(ds, epochs: int) -> list[list[int]]:
+    return [[int(v) for v in ds] for _ in range(epochs)]
+
+
+def check_shuffle_seeding(tf, make, n: int, buffer: int, seed: int, seeding: str, reshuffle: bool) -> bool:
+    """Dataset.shuffle(buffer, seed, reshuffle_each_iteration) under each documented way of seeding.
+
+    tf.random.set_seed: "If the global seed is set but the operation seed is not ... the system
+    deterministically picks an operation seed in conjunction with the global seed" (and set_seed
+    resets that choice); an operation seed alone, or both, fix the sequence too. So two pipelines
+    built the same way after the same seeding give the same sequence of epoch orders; successive
+    pipelines under one global seed get distinct operation seeds. With reshuffle_each_iteration
+    False every epoch repeats the first; True reshuffles. ``make(buffer, seed, reshuffle)`` builds
+    the pipeline (a twin may ignore an argument). Returns whether "reshuffles" was checkable
+    (a repeat probability <= 1e-6)."""
+    __tracebackhide__ = True
+    op_seed = seed if "seed=op" in seeding else None
+
+    def build():
+        if "set_seed" in seeding:
+            tf.random.set_seed(seed)
+        return make(buffer, op_seed, reshuffle)
+
+    first = _orders(build(), 3)
+    for e, order in enumerate(first):
+        assert_buffered_shuffle(order, n, buffer, what=f"shuffle({buffer}), {seeding}, epoch {e}")
+    bound = same_order_bound(n, buffer)
+    if seeding == "set_seed-distinct-ops":
+        tf.random.set_seed(seed)
+        a, b = make(buffer, None, reshuffle), make(buffer, None, reshuffle)
+        if bound <= 1e-6:
+            assert _orders(a, 1) != _orders(b, 1), (
+                f"two shuffles created after one tf.random.set_seed({seed}) gave the same order (distinct op seeds "
+                f"repeat an order with probability <= {bound:.1e})")
+        return bound <= 1e-6
+    again = _orders(build(), 3)
+    assert again == first, f"a second pipeline seeded the same way ({seeding}) gave epochs {again}, but should repeat {first}"
+    if not reshuffle:
+        assert first[1] == first[0] and first[2] == first[0], (
+            f"reshuffle_each_iteration=False must repeat the first epoch's order ({seeding}): {first}")
+    elif bound <= 1e-6:  # only where a correct reshuffle repeats an order with probability <= 1e-6
+        assert first[1] != first[0], f"the second epoch repeated the first's order (probability <= {bound:.1e} if reshuffled)"
+    return bound <= 1e-6
+
+
+SEEDINGS = ["seed=op", "tf.random.set_seed", "tf.random.set_seed+seed=op", "set_seed-distinct-ops"]
 
 
 @pytest.mark.claim("data.tfdata.shuffle")
-@budget(15)
+@pytest.mark.parametrize("seeding", SEEDINGS)
+@pytest.mark.parametrize("reshuffle", [True, False])
+@budget(3)
 @given(n=st.integers(1, 60), buffer=st.integers(1, 70), seed=st.integers(0, 2**31 - 1))
-def test_shuffle_is_a_buffered_seeded_permutation(tf, n, buffer, seed):
-    ds = tf.data.Dataset.range(n).shuffle(buffer, seed=seed)
-    first = [int(v) for v in ds]
-    assert_buffered_shuffle(first, n, buffer, what=f"shuffle({buffer}, seed={seed}) of {n}")
-    again = [int(v) for v in tf.data.Dataset.range(n).shuffle(buffer, seed=seed)]
-    assert again == first, f"a second dataset with seed {seed} gave {again[:10]}..., but should repeat {first[:10]}..."
-    fixed = tf.data.Dataset.range(n).shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
-    epochs = [[int(v) for v in fixed] for _ in range(3)]
-    assert epochs[1] == epochs[0] and epochs[2] == epochs[0], "reshuffle_each_iteration=False must repeat the order"
-    second = [int(v) for v in ds]  # reshuffle_each_iteration defaults to True
-    assert_buffered_shuffle(second, n, buffer, what="second epoch")
-    bound = same_order_bound(n, buffer)
-    if bound <= 1e-6:  # only where a correct shuffle repeats an order with probability <= 1e-6
-        assert second != first, f"the second epoch repeated the first's order (probability <= {bound:.1e} if reshuffled)"
-    evidence.note(reshuffle_checked=bound <= 1e-6)
+def test_shuffle_is_a_buffered_seeded_permutation(tf, seeding, reshuffle, n, buffer, seed):
+    def make(b, s, r):
+        return tf.data.Dataset.range(n).shuffle(b, seed=s, reshuffle_each_iteration=r)
+
+    checked = check_shuffle_seeding(tf, make, n, buffer, seed, seeding, reshuffle)
+    evidence.covers(seeding, f"reshuffle_each_iteration={reshuffle}", "buffer_size")
+    evidence.note(reshuffle_checked=checked)
 
 
 @pytest.mark.claim("data.tfdata.parallel")
-@budget(8)
-@given(n=st.integers(0, 50), calls=st.sampled_from([1, 2, 4, "autotune"]), seed=st.integers(0, 2**32 - 1),
-       how=st.sampled_from(["argument", "options"]))
-def test_parallel_map_deterministic_keeps_order(tf, n, calls, seed, how):
+@pytest.mark.parametrize("how", ["argument", "options"])
+@pytest.mark.parametrize("calls", [2, "autotune"])
+@budget(2)
+@given(n=st.integers(0, 50), seed=st.integers(0, 2**32 - 1))
+def test_parallel_map_deterministic_keeps_order(tf, how, calls, n, seed):
     x = _values(n, 2, seed)
     k = tf.data.AUTOTUNE if calls == "autotune" else calls
 
@@ -99,3 +144,11 @@ def test_parallel_map_deterministic_keeps_order(tf, n, calls, seed, how):
         options.deterministic = False
         loose = base.map(f, num_parallel_calls=k).with_options(options)
     assert_permutation([tuple(v.numpy()) for v in loose], [tuple(v) for v in want], what=f"non-deterministic map ({how})")
+    # The argument overrides the option: deterministic=True keeps the order under Options(deterministic=False).
+    options = tf.data.Options()
+    options.deterministic = False
+    pinned = base.map(f, num_parallel_calls=k, deterministic=True).with_options(options)
+    assert_batches_equal([v.numpy() for v in pinned], want,
+                         what=f"map(num_parallel_calls={calls}, deterministic=True) with Options.deterministic=False")
+    evidence.covers("num_parallel_calls=AUTOTUNE" if calls == "autotune" else "num_parallel_calls=k",
+                    "deterministic=None", "deterministic=True", f"deterministic=False+{how}", "argument-overrides-options")

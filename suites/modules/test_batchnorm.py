@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import assert_close, assert_equal, budget, tolerance
+from pytest_dlconform.api import assert_close, assert_equal, budget, evidence, tolerance
 from pytest_dlconform.api import module_references as ref
 
 from ._host import host
@@ -76,7 +76,7 @@ def torch_cases(draw):
                "2d": (draw(st.integers(1, 3)), draw(st.integers(1, 3)))}[kind]
     return {
         "kind": kind, "shape": (n, c, *spatial),
-        "momentum": draw(st.one_of(st.none(), st.floats(0.01, 0.99))),
+        "momentum": draw(st.floats(0.01, 0.99)),
         "eps": draw(st.sampled_from([1e-5, 1e-3, 0.1])),
         "affine": draw(st.booleans()),
         "steps": draw(st.integers(1, 3)),
@@ -84,55 +84,107 @@ def torch_cases(draw):
     }
 
 
-@pytest.mark.claim(CLAIM)
-@budget(15)
-@given(case=torch_cases())
-def test_torch_batchnorm_training_and_inference(torch, case):
-    rng = np.random.default_rng(case["seed"])
-    shape, c = case["shape"], case["shape"][1]
+def torch_layer(torch, case, *, track: bool = True):
+    """The documented layer for a case (BatchNorm2d for 4-d inputs), with generated affine weights."""
     cls = torch.nn.BatchNorm2d if case["kind"] == "2d" else torch.nn.BatchNorm1d
-    layer = cls(c, eps=case["eps"], momentum=case["momentum"], affine=case["affine"])
-    gamma = beta = None
+    layer = cls(case["shape"][1], eps=case["eps"], momentum=case["momentum"], affine=case["affine"],
+                track_running_stats=track)
     if case["affine"]:
-        gamma, beta = rng.uniform(0.5, 2, c), rng.uniform(-1, 1, c)
+        rng = np.random.default_rng(case["seed"] + 7)
         with torch.no_grad():
-            layer.weight.copy_(torch.tensor(gamma)), layer.bias.copy_(torch.tensor(beta))
-        gamma, beta = host(layer.weight.double()), host(layer.bias.double())
-    state = ref.BatchNormState(np.zeros(c), np.ones(c))
-    batches = _batches(rng, case["steps"] + 1, shape, 1)
-    for i, x in enumerate(batches[:-1]):
-        y = host(layer(torch.tensor(x)))
+            layer.weight.copy_(torch.tensor(rng.uniform(0.5, 2, case["shape"][1])))
+            layer.bias.copy_(torch.tensor(rng.uniform(-1, 1, case["shape"][1])))
+    return layer
+
+
+def _affine(layer) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if getattr(layer, "weight", None) is None:
+        return None, None
+    return host(layer.weight.double()), host(layer.bias.double())
+
+
+def _assert_batch_statistics_output(torch, layer, x: np.ndarray, eps: float, what: str) -> None:
+    __tracebackhide__ = True
+    gamma, beta = _affine(layer)
+    mean, var, _ = ref.bn_moments(x.astype(np.float64), 1)
+    want = ref.bn_normalise(x.astype(np.float64), mean, var, eps, gamma, beta, 1)
+    assert_close(host(layer(torch.tensor(x))), want, _tol(x, 1, var, eps, gamma), what=what)
+
+
+def check_torch_tracking(torch, layer, case) -> None:
+    """train() x track_running_stats=True: batch statistics out, running statistics updated
+    ((1 - m) * running + m * batch, unbiased variance; momentum=None the cumulative average,
+    counted by num_batches_tracked); eval(): the running statistics, nothing updated; back
+    in train() the averages continue from where they were."""
+    __tracebackhide__ = True
+    rng = np.random.default_rng(case["seed"])
+    momentum, eps = layer.momentum, case["eps"]
+    state = ref.BatchNormState(np.zeros(case["shape"][1]), np.ones(case["shape"][1]))
+    batches = _batches(rng, case["steps"] + 2, case["shape"], 1)
+    train, probe, last = batches[: case["steps"]], batches[-2], batches[-1]
+
+    def train_step(i: int, x: np.ndarray) -> None:
+        nonlocal state
+        _assert_batch_statistics_output(torch, layer, x, eps, f"training output, step {i} (batch mean, biased variance)")
         mean, var, count = ref.bn_moments(x.astype(np.float64), 1)
-        want = ref.bn_normalise(x.astype(np.float64), mean, var, case["eps"], gamma, beta, 1)
-        assert_close(y, want, _tol(x, 1, var, case["eps"], gamma),
-                     what=f"training output, step {i} (batch mean, biased variance)")
-        state = ref.torch_running_update(state, mean, var, count, case["momentum"])
-    tol = _running_tol(batches[:-1], 1, case["steps"])
-    assert_close(host(layer.running_mean), state.mean, tol, what="running_mean after training steps")
-    assert_close(host(layer.running_var), state.var, tol, what="running_var (unbiased batch variance averaged)")
-    assert int(layer.num_batches_tracked) == case["steps"], (
-        f"num_batches_tracked {int(layer.num_batches_tracked)}, but should be {case['steps']}")
+        state = ref.torch_running_update(state, mean, var, count, momentum)
+
+    def assert_running(steps: list[np.ndarray], what: str) -> None:
+        tol = _running_tol(steps, 1, len(steps))
+        assert_close(host(layer.running_mean), state.mean, tol, what=f"running_mean {what}")
+        assert_close(host(layer.running_var), state.var, tol,
+                     what=f"running_var {what} (unbiased batch variance, momentum={momentum})")
+        assert int(layer.num_batches_tracked) == len(steps), (
+            f"num_batches_tracked {int(layer.num_batches_tracked)}, but should be {len(steps)}")
+
+    layer.train()
+    for i, x in enumerate(train):
+        train_step(i, x)
+    assert_running(train, "after training steps")
     layer.eval()
-    x = batches[-1]
-    before = layer.running_mean.clone()
-    y = host(layer(torch.tensor(x)))
-    want = ref.bn_normalise(x.astype(np.float64), host(layer.running_mean.double()), host(layer.running_var.double()),
-                            case["eps"], gamma, beta, 1)
-    assert_close(y, want, _tol(x, 1, host(layer.running_var.double()), case["eps"], gamma, reduction=1),
-                 what="inference output (running statistics)")
-    assert_equal(host(layer.running_mean), host(before), what="running_mean unchanged by inference")
+    before = (host(layer.running_mean).copy(), host(layer.running_var).copy())
+    gamma, beta = _affine(layer)
+    running = (host(layer.running_mean.double()), host(layer.running_var.double()))
+    want = ref.bn_normalise(probe.astype(np.float64), *running, eps, gamma, beta, 1)
+    assert_close(host(layer(torch.tensor(probe))), want, _tol(probe, 1, running[1], eps, gamma, reduction=1),
+                 what="eval() output (running statistics)")
+    assert_equal(host(layer.running_mean), before[0], what="running_mean unchanged in eval()")
+    assert_equal(host(layer.running_var), before[1], what="running_var unchanged in eval()")
+    layer.train()
+    train_step(len(train), last)
+    assert_running([*train, last], "after eval() and one more training step")
 
 
 @pytest.mark.claim(CLAIM)
+@pytest.mark.parametrize("momentum", ["float", "None"])
 @budget(8)
-@given(n=st.integers(2, 6), c=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
-def test_torch_batchnorm_without_running_stats_uses_batch_statistics(torch, n, c, seed):
-    x = _batches(np.random.default_rng(seed), 1, (n, c), 1)[0]
-    layer = torch.nn.BatchNorm1d(c, track_running_stats=False, affine=False).eval()
-    assert layer.running_mean is None and layer.running_var is None
-    mean, var, _ = ref.bn_moments(x.astype(np.float64), 1)
-    want = ref.bn_normalise(x.astype(np.float64), mean, var, layer.eps, None, None, 1)
-    assert_close(host(layer(torch.tensor(x))), want, _tol(x, 1, var, layer.eps), what="eval() output without running stats")
+@given(case=torch_cases())
+def test_torch_batchnorm_training_and_inference(torch, momentum, case):
+    case = {**case, "momentum": None if momentum == "None" else case["momentum"]}
+    check_torch_tracking(torch, torch_layer(torch, case), case)
+    evidence.covers("torch.train+track_running_stats", "torch.eval+track_running_stats", f"torch.momentum={momentum}")
+    evidence.covers(f"torch.affine={case['affine']}")
+
+
+def check_torch_untracked(torch, layer, case, phase: str) -> None:
+    """track_running_stats=False: no running buffers, batch statistics in train() and eval()."""
+    __tracebackhide__ = True
+    assert layer.running_mean is None and layer.running_var is None, (
+        "track_running_stats=False: running_mean and running_var should be None")
+    getattr(layer, phase)()
+    for i, x in enumerate(_batches(np.random.default_rng(case["seed"]), 2, case["shape"], 1)):
+        _assert_batch_statistics_output(torch, layer, x, case["eps"],
+                                        f"{phase}() output without running stats, call {i} (batch statistics)")
+
+
+@pytest.mark.claim(CLAIM)
+@pytest.mark.parametrize("phase", ["train", "eval"])
+@budget(5)
+@given(case=torch_cases(), none=st.booleans())
+def test_torch_batchnorm_without_running_stats_uses_batch_statistics(torch, phase, case, none):
+    case = {**case, "momentum": None if none else case["momentum"]}
+    check_torch_untracked(torch, torch_layer(torch, case, track=False), case, phase)
+    evidence.covers(f"torch.{phase}-track_running_stats")
 
 
 @pytest.mark.claim(CLAIM)
@@ -162,45 +214,139 @@ def keras_cases(draw):
     }
 
 
-@pytest.mark.claim(CLAIM)
-@budget(10)
-@given(case=keras_cases())
-def test_keras_batchnorm_training_and_inference(tf, case):
-    import keras
+KERAS_MODES = ("training=True", "training=False", "training=None", "trainable=False+training=True",
+               "trainable=False+training=False", "nested-trainable=False", "mask")
 
-    rng = np.random.default_rng(case["seed"])
+
+def keras_layer(keras, case):
+    """The layer of a case, built, with generated gamma and beta."""
     shape, axis = case["shape"], case["axis"] % len(case["shape"])
-    c = shape[axis]
     layer = keras.layers.BatchNormalization(axis=case["axis"], momentum=case["momentum"], epsilon=case["eps"],
                                             center=case["center"], scale=case["scale"])
     layer.build(shape)
-    gamma = rng.uniform(0.5, 2, c).astype(np.float32) if case["scale"] else None
-    beta = rng.uniform(-1, 1, c).astype(np.float32) if case["center"] else None
-    if gamma is not None:
-        layer.gamma.assign(gamma)
-    if beta is not None:
-        layer.beta.assign(beta)
-    state = ref.BatchNormState(np.zeros(c), np.ones(c))
-    batches = _batches(rng, case["steps"] + 1, shape, axis)
-    g64 = None if gamma is None else gamma.astype(np.float64)
-    b64 = None if beta is None else beta.astype(np.float64)
-    for i, x in enumerate(batches[:-1]):
-        y = np.asarray(layer(x, training=True))
-        mean, var, _ = ref.bn_moments(x.astype(np.float64), axis)
-        assert_close(y, ref.bn_normalise(x.astype(np.float64), mean, var, case["eps"], g64, b64, axis),
-                     _tol(x, axis, var, case["eps"], g64),
-                     what=f"training output, step {i}")
-        state = ref.keras_moving_update(state, mean, var, case["momentum"])
-    tol = _running_tol(batches[:-1], axis, case["steps"])
-    assert_close(np.asarray(layer.moving_mean), state.mean, tol, what="moving_mean")
-    assert_close(np.asarray(layer.moving_variance), state.var, tol, what="moving_variance")
-    x = batches[-1]
+    rng = np.random.default_rng(case["seed"] + 7)
+    if case["scale"]:
+        layer.gamma.assign(rng.uniform(0.5, 2, shape[axis]).astype(np.float32))
+    if case["center"]:
+        layer.beta.assign(rng.uniform(-1, 1, shape[axis]).astype(np.float32))
+    return layer
+
+
+def _keras_affine(layer) -> tuple[np.ndarray | None, np.ndarray | None]:
+    gamma = np.asarray(layer.gamma, np.float64) if layer.scale else None
+    beta = np.asarray(layer.beta, np.float64) if layer.center else None
+    return gamma, beta
+
+
+def _masked_moments(x: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and biased variance over the positions the mask keeps (channels last)."""
+    m = mask[..., None].astype(np.float64)
+    axes = tuple(range(x.ndim - 1))
+    mean = (x * m).sum(axes) / m.sum(axes)
+    return mean, (((x - mean) ** 2) * m).sum(axes) / m.sum(axes)
+
+
+def check_keras_mode(keras, layer, case, mode: str) -> None:
+    """One documented (trainable, training) combination of keras BatchNormalization.
+
+    training=True: batch statistics, moving = momentum * moving + (1 - momentum) * batch (the
+    biased variance); training=False and the default (training=None, a direct call): the moving
+    statistics, no update; trainable=False ("freezing") runs the layer in inference mode even with
+    training=True, also when set on an enclosing model; mask: the statistics of the kept positions.
+    """
+    __tracebackhide__ = True
+    axis = case["axis"] % len(case["shape"])
+    rng = np.random.default_rng(case["seed"])
+    x = _batches(rng, 1, case["shape"], axis)[0]
+    x64 = x.astype(np.float64)
+    # Moving statistics away from their initial (0, 1), so inference and training differ.
+    c = case["shape"][axis]
+    layer.moving_mean.assign(rng.uniform(-2, 2, c).astype(np.float32))
+    layer.moving_variance.assign(rng.uniform(0.5, 3, c).astype(np.float32))
     moving = (np.asarray(layer.moving_mean, np.float64), np.asarray(layer.moving_variance, np.float64))
-    want = ref.bn_normalise(x.astype(np.float64), *moving, case["eps"], g64, b64, axis)
-    inference = _tol(x, axis, moving[1], case["eps"], g64, reduction=1)
-    assert_close(np.asarray(layer(x)), want, inference, what="inference output (default training=False)")
-    # trainable=False: documented to run in inference mode even with training=True, and not update.
-    layer.trainable = False
-    assert_close(np.asarray(layer(x, training=True)), want, inference,
-                 what="trainable=False layer called with training=True")
-    assert_equal(np.asarray(layer.moving_mean, np.float64), moving[0], what="moving_mean unchanged when frozen")
+    gamma, beta = _keras_affine(layer)
+    call = layer
+    if mode.startswith("trainable=False"):
+        layer.trainable = False
+    elif mode == "nested-trainable=False":
+        model = keras.Sequential([keras.Input(case["shape"][1:]), layer])
+        model.trainable = False  # documented: recursively sets trainable on every inner layer
+        call = model
+    training = {"training=True": True, "training=False": False, "training=None": None, "mask": True,
+                "trainable=False+training=True": True, "trainable=False+training=False": False,
+                "nested-trainable=False": True}[mode]
+    kwargs = {} if training is None else {"training": training}
+    mask = None
+    if mode == "mask":
+        mask = rng.random(x.shape[:-1]) < 0.7
+        mask.flat[0] = True  # at least one kept position per channel
+        kwargs["mask"] = mask
+    y = np.asarray(call(x, **kwargs))
+    if training and mode in ("training=True", "mask"):
+        mean, var = _masked_moments(x64, mask) if mask is not None else ref.bn_moments(x64, axis)[:2]
+        assert_close(y, ref.bn_normalise(x64, mean, var, case["eps"], gamma, beta, axis),
+                     _tol(x, axis, var, case["eps"], gamma), what=f"{mode}: output (batch statistics)")
+        state = ref.keras_moving_update(ref.BatchNormState(*moving), mean, var, case["momentum"])
+        tol = _running_tol([x], axis, 1)
+        assert_close(np.asarray(layer.moving_mean), state.mean, tol, what=f"{mode}: moving_mean")
+        assert_close(np.asarray(layer.moving_variance), state.var, tol, what=f"{mode}: moving_variance (biased)")
+        return
+    want = ref.bn_normalise(x64, *moving, case["eps"], gamma, beta, axis)
+    assert_close(y, want, _tol(x, axis, moving[1], case["eps"], gamma, reduction=1),
+                 what=f"{mode}: output (moving statistics: inference mode)")
+    assert_equal(np.asarray(layer.moving_mean, np.float64), moving[0], what=f"{mode}: moving_mean unchanged")
+    assert_equal(np.asarray(layer.moving_variance, np.float64), moving[1], what=f"{mode}: moving_variance unchanged")
+
+
+@pytest.mark.claim(CLAIM)
+@pytest.mark.parametrize("mode", KERAS_MODES)
+@budget(3)
+@given(case=keras_cases())
+def test_keras_batchnorm_training_and_inference(tf, mode, case):
+    import keras
+
+    if mode == "mask":
+        case = {**case, "axis": -1}  # the mask has one dimension less than the inputs (channels last)
+    check_keras_mode(keras, keras_layer(keras, case), case, mode)
+    evidence.covers(f"keras.{mode}")
+    evidence.covers(*(f"keras.{k}=False" for k in ("center", "scale") if not case[k]))
+
+
+@pytest.mark.claim(CLAIM)
+@pytest.mark.parametrize("trainable", [True, False])
+@budget(1)
+@given(case=keras_cases())
+def test_keras_batchnorm_in_fit_and_predict(tf, trainable, case):
+    """fit() runs the layer in training mode (moving statistics updated, gamma/beta trained) unless
+    trainable=False, which freezes it: fit() then updates neither; predict() is inference."""
+    import keras
+
+    case = {**case, "center": True, "scale": True}
+    layer = keras_layer(keras, case)
+    layer.trainable = trainable
+    model = keras.Sequential([keras.Input(case["shape"][1:]), layer])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    axis = case["axis"] % len(case["shape"])
+    rng = np.random.default_rng(case["seed"])
+    x = _batches(rng, 1, case["shape"], axis)[0]
+    y = rng.normal(size=x.shape).astype(np.float32)
+    weights = [w.copy() for w in model.get_weights()]  # gamma, beta, moving mean, moving variance
+    model.fit(x, y, batch_size=len(x), epochs=1, shuffle=False, verbose=0)
+    after = model.get_weights()
+    if trainable:
+        mean, var, _ = ref.bn_moments(x.astype(np.float64), axis)
+        state = ref.keras_moving_update(ref.BatchNormState(weights[2], weights[3]), mean, var, case["momentum"])
+        tol = _running_tol([x], axis, 1)
+        assert_close(after[2], state.mean, tol, what="fit(): moving_mean after one step")
+        assert_close(after[3], state.var, tol, what="fit(): moving_variance after one step")
+        assert any(not np.array_equal(a, b) for a, b in zip(after[:2], weights[:2])), "fit() did not train gamma/beta"
+    else:
+        for name, a, b in zip(("gamma", "beta", "moving_mean", "moving_variance"), after, weights):
+            assert_equal(a, b, what=f"trainable=False: {name} unchanged by fit()")
+    moving = (after[2].astype(np.float64), after[3].astype(np.float64))
+    want = ref.bn_normalise(x.astype(np.float64), *moving, case["eps"], after[0].astype(np.float64),
+                            after[1].astype(np.float64), axis)
+    assert_close(model.predict(x, verbose=0), want,
+                 _tol(x, axis, moving[1], case["eps"], after[0].astype(np.float64), reduction=1),
+                 what="predict(): moving statistics")
+    evidence.covers("keras.fit" if trainable else "keras.trainable=False+fit", "keras.predict")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import TEST_ALPHA, UNIT_ROUNDOFF, assert_equal, budget, check_dropout, dropout_elements
+from pytest_dlconform.api import TEST_ALPHA, UNIT_ROUNDOFF, assert_equal, budget, check_dropout, dropout_elements, evidence
 
 from ._host import host
 
@@ -45,6 +45,7 @@ def test_torch_dropout_training_zeroes_binomially_and_scales(torch, dl_seed, cas
     # F.dropout's default is training=True (unlike the module, it does not follow .eval()).
     outs = [layer(xt), torch.nn.functional.dropout(xt, p)]
     check_dropout(x, [host(o) for o in outs], p, roundoff=UNIT_ROUNDOFF[dtype], alpha=TEST_ALPHA, what="torch dropout")
+    evidence.covers("torch.module-train", "torch.F.dropout-default-training")
 
 
 @pytest.mark.claim(CLAIM)
@@ -62,6 +63,7 @@ def test_torch_dropout_gradient_uses_the_same_mask(torch, dl_seed, case):
     kept = host(y) != 0
     assert_equal(host(grad) == 0, ~kept, what="gradient zero exactly where the output was dropped")
     check_dropout(np.ones_like(x), [host(grad)], p, roundoff=UNIT_ROUNDOFF["float64"], what="torch dropout gradient")
+    evidence.covers("torch.backward-mask")
 
 
 @pytest.mark.claim(CLAIM)
@@ -76,6 +78,7 @@ def test_torch_dropout2d_drops_whole_channels(torch, dl_seed, case):
     x = x.astype(np.float32)
     outs = [host(layer(torch.tensor(x))) for _ in range(2)]
     check_dropout(x, outs, p, roundoff=UNIT_ROUNDOFF["float32"], mask_shape=(shape[0], shape[1], 1, 1), what="torch Dropout2d")
+    evidence.covers("torch.Dropout2d")
 
 
 @pytest.mark.claim(CLAIM)
@@ -91,6 +94,7 @@ def test_torch_dropout_inference_is_identity(torch, data):
     # Edge rates in training mode: p=0 keeps everything unscaled, p=1 zeroes everything.
     assert_equal(host(torch.nn.functional.dropout(x, 0.0)), host(x), what="F.dropout(p=0) in training")
     assert_equal(host(torch.nn.functional.dropout(x, 1.0)), np.zeros(shape), what="F.dropout(p=1) in training")
+    evidence.covers("torch.eval", "torch.F.dropout-training=False", "torch.p=0", "torch.p=1")
 
 
 @pytest.mark.claim(CLAIM)
@@ -101,8 +105,9 @@ def test_torch_dropout_inplace_and_rate_validation(torch, dl_seed):
     assert out.data_ptr() == x.data_ptr(), "inplace=True must return the input's storage"
     assert_equal(host(x == 0) | host(x == before * 2), np.ones(4096, bool), what="in-place result: zero or 2x")
     for bad in (-0.1, 1.5):
-        with pytest.raises(ValueError, match="between 0 and 1"):
+        with pytest.raises(ValueError, match=r"dropout probability has to be between 0 and 1, but got -?\d"):
             torch.nn.Dropout(bad)
+    evidence.covers("torch.inplace", "torch.rate-validation")
 
 
 @pytest.mark.claim(CLAIM)
@@ -111,16 +116,25 @@ def test_keras_dropout_training_zeroes_binomially_and_scales(tf, dl_seed, case):
     import keras
 
     p = _rate(case, dl_seed)
-    # Two checks share the test's false-alarm budget: half each.
-    x = _nonzero_input(dropout_elements(p, calls=2, alpha=TEST_ALPHA / 2), dl_seed).astype(np.float32)
+    # Three checks share the test's false-alarm budget: a third each.
+    alpha = TEST_ALPHA / 3
+    x = _nonzero_input(dropout_elements(p, calls=2, alpha=alpha), dl_seed).astype(np.float32)
     layer = keras.layers.Dropout(p, seed=dl_seed % 2**31)
     xt = tf.constant(x)
     # Two calls of one layer: its seed generator advances, so each call draws a new mask.
     outs = [np.asarray(layer(xt, training=True)) for _ in range(2)]
-    check_dropout(x, outs, p, roundoff=UNIT_ROUNDOFF["float32"], alpha=TEST_ALPHA / 2, what="keras Dropout")
+    check_dropout(x, outs, p, roundoff=UNIT_ROUNDOFF["float32"], alpha=alpha, what="keras Dropout")
+    evidence.covers("keras.training=True", "keras.seed")
     # tf.nn.dropout implements the same contract below Keras.
-    check_dropout(x, [tf.nn.dropout(xt, p).numpy()], p, roundoff=UNIT_ROUNDOFF["float32"], alpha=TEST_ALPHA / 2,
+    check_dropout(x, [tf.nn.dropout(xt, p).numpy()], p, roundoff=UNIT_ROUNDOFF["float32"], alpha=alpha,
                   what="tf.nn.dropout")
+    evidence.covers("tf.nn.dropout")
+    # Documented: trainable does not affect Dropout (it has no weights to freeze); training=True drops.
+    frozen = keras.layers.Dropout(p, seed=(dl_seed + 1) % 2**31)
+    frozen.trainable = False
+    check_dropout(x, [np.asarray(frozen(xt, training=True))], p, roundoff=UNIT_ROUNDOFF["float32"], alpha=alpha,
+                  what="keras Dropout with trainable=False, training=True")
+    evidence.covers("keras.trainable=False+training=True")
 
 
 @pytest.mark.claim(CLAIM)
@@ -135,6 +149,7 @@ def test_keras_dropout_noise_shape_broadcasts_the_mask(tf, dl_seed, case):
     layer = keras.layers.Dropout(p, noise_shape=(None, 1, 64), seed=dl_seed % 2**31)
     outs = [np.asarray(layer(x, training=True)) for _ in range(2)]
     check_dropout(x, outs, p, roundoff=UNIT_ROUNDOFF["float32"], mask_shape=(rows, 1, 64), what="keras Dropout noise_shape")
+    evidence.covers("keras.noise_shape")
 
 
 @pytest.mark.claim(CLAIM)
@@ -156,5 +171,6 @@ def test_keras_dropout_inference_identity_and_seed(tf, data):
     a = np.asarray(keras.layers.Dropout(p, seed=seed)(x, training=True))
     b = np.asarray(keras.layers.Dropout(p, seed=seed)(x, training=True))
     assert_equal(a, b, what=f"two Dropout({p}, seed={seed}) layers, first training call")
-    with pytest.raises(ValueError, match="between 0 and 1"):
+    with pytest.raises(ValueError, match=r"Invalid value received for argument `rate`\. Expected a float value between 0 and 1"):
         keras.layers.Dropout(1.5)
+    evidence.covers("keras.training=None", "keras.training=False", "keras.predict", "keras.same-seed", "keras.rate-validation")

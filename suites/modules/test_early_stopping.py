@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import assert_equal, budget
+from pytest_dlconform.api import assert_equal, budget, evidence
 from pytest_dlconform.api.module_references import early_stopping
 
 CLAIM = "modules.early-stopping"
@@ -49,12 +49,14 @@ def _drive(keras, model, values, **kwargs):
 @pytest.mark.claim(CLAIM)
 @budget(25)
 @given(values=st.lists(GRID, min_size=1, max_size=14), patience=st.integers(0, 4), min_delta=MIN_DELTAS,
-       mode=st.sampled_from(["min", "max"]), start=st.integers(0, 3), restore=st.booleans())
+       mode=st.sampled_from(["min", "max", "auto"]), start=st.integers(0, 3), restore=st.booleans())
 def test_callback_stops_where_the_documented_rule_says(tf, values, patience, min_delta, mode, start, restore):
     import keras
 
     model = _tiny_model(keras)
-    expected = early_stopping(values, patience=patience, min_delta=min_delta, mode=mode, start_from_epoch=start)
+    # mode="auto" infers the direction from the monitored name: val_loss is minimised.
+    expected = early_stopping(values, patience=patience, min_delta=min_delta, mode="min" if mode == "auto" else mode,
+                              start_from_epoch=start)
     epochs, weight = _drive(keras, model, values, patience=patience, min_delta=min_delta, mode=mode,
                             start_from_epoch=start, restore_best_weights=restore)
     assert epochs == expected.epochs_run, (
@@ -64,6 +66,8 @@ def test_callback_stops_where_the_documented_rule_says(tf, values, patience, min
     assert weight == restored, (
         f"final weights are epoch {weight:g}'s, but should be epoch {restored}'s (restore_best_weights={restore})"
     )
+    evidence.covers(f"mode={mode}", f"restore_best_weights={restore}", "patience")
+    evidence.covers(*(["min_delta"] if min_delta else []), *(["start_from_epoch"] if start else []))
 
 
 @pytest.mark.claim(CLAIM)
@@ -85,6 +89,7 @@ def test_baseline_never_reached_runs_patience_epochs(tf, first, rises, patience,
         f"but should run {min(len(values), patience)}"
     )
     assert weight == 0, f"restored weights are epoch {weight:g}'s, but should be epoch 0's (the best)"
+    evidence.covers("baseline")
 
 
 @pytest.mark.claim(CLAIM)
@@ -117,6 +122,5 @@ def test_fit_runs_the_epochs_its_history_implies(tf, patience, min_delta, restor
     want = expected.best_epoch if restore else len(losses) - 1
     for got, exp in zip(model.get_weights(), snapshots[want]):
         assert_equal(got, exp, what=f"final weights vs epoch {want} (restore_best_weights={restore})")
-    from pytest_dlconform.api import evidence
-
     evidence.note(epochs_run=len(losses), stopped_early=expected.stopped, best_epoch=expected.best_epoch)
+    evidence.covers("fit")

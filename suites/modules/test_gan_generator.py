@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import assert_close, assert_equal, budget, tolerance
+from pytest_dlconform.api import assert_close, assert_equal, budget, evidence, tolerance
 from pytest_dlconform.api.module_references import generator_forward
 
 from ._host import host
@@ -66,6 +66,12 @@ def test_generator_shape_range_and_values(torch, batch, latent, scale, seed):
         pre = host(gen.net[:3](torch.tensor(z))).reshape(want.shape)
     assert_close(pre, want, tolerance("float32", ops=4, reduction=max(latent, 128)), what="pre-tanh activations vs float64 numpy")
     assert_close(out, np.tanh(pre.astype(np.float64)), tolerance("float32", ops=2), what="output = tanh(pre-activations)")
+    # No dropout or normalisation inside: eval() changes nothing (nn.Module.eval affects only such modules).
+    with torch.no_grad():
+        assert_equal(host(gen.eval()(torch.tensor(z))), out, what="generator output in eval() vs train()")
+    evidence.covers("batch=0" if batch == 0 else "batch>0", "range", "float64-reference", "eval=train")
+    if scale > 1:
+        evidence.covers("saturation")
 
 
 @pytest.mark.claim(CLAIM)
@@ -86,6 +92,7 @@ def test_each_image_depends_only_on_its_own_latent(torch, batch, seed, data):
     tol = tolerance("float32", ops=6, reduction=128)
     assert_close(permuted, full[order], tol, what="images of a permuted batch")
     assert_close(single, full, tol, what=f"images computed in sub-batches of {sub}")
+    evidence.covers("batch-independence")
 
 
 @pytest.mark.claim(CLAIM)
@@ -98,5 +105,6 @@ def test_batch_handling_flattens_leading_dims_and_checks_latent_size(torch):
         assert tuple(out.shape) == (6, 1, 28, 28), (
             f"shape {tuple(out.shape)} for a (2,3,100) input, but view(-1,...) gives (6,1,28,28)")
         assert_equal(host(out), host(gen(z.reshape(6, 100))), what="(2,3,100) input vs the same latents as (6,100)")
-        with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(4x99 and 100x128\)"):
             gen(torch.randn(4, 99))
+    evidence.covers("leading-dims-flattened", "wrong-latent-raises")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import assert_close, assert_equal, budget, deterministic_kernels, tolerance
+from pytest_dlconform.api import assert_close, assert_equal, budget, deterministic_kernels, evidence, tolerance
 
 CLAIM = "modules.keras.apis"
 ACTIVATIONS = {"linear": lambda a: a, "relu": lambda a: np.maximum(a, 0), "tanh": np.tanh,
@@ -98,3 +98,13 @@ def test_functional_sequential_and_subclassed_agree(tf, dl_device, dim, spec, ba
     assert_close(want, _numpy_forward(x, weights, spec),
                  tolerance("float32", ops=6 * len(spec), reduction=8, device=dl_device, framework="keras", matmul=True),
                  what="functional model vs float64 numpy")
+    evidence.covers("functional", "Sequential", "subclassed", "list-tracking", "training=True", "training=False")
+    # trainable=False on a model is recursive: every weight becomes non-trainable.
+    for name, model in (("functional", functional), ("Sequential", sequential), ("subclassed", sub)):
+        model.trainable = False
+        assert not model.trainable_weights and len(model.non_trainable_weights) == len(shapes), (
+            f"{name} with trainable=False: {len(model.trainable_weights)} trainable and "
+            f"{len(model.non_trainable_weights)} non-trainable weights, but should be 0 and {len(shapes)}")
+        assert all(not layer.trainable for layer in model.layers), (
+            f"{name} with trainable=False: an inner layer is still trainable")
+    evidence.covers("trainable=False")

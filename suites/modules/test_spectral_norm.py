@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import assert_close, assert_equal, budget, tolerance
+from pytest_dlconform.api import assert_close, assert_equal, budget, evidence, tolerance
 
 from ._host import host
 
@@ -52,8 +52,6 @@ def _assert_unit_norm(w: np.ndarray, rows: int, cols: int, what: str, where: tup
 def _assert_not_below_one(w: np.ndarray, rows: int, cols: int, what: str, where: tuple[str, str]) -> None:
     __tracebackhide__ = True
     sigma, tol = _sigma_max(w), _sigma_tol(rows, cols, *where).rtol
-    from pytest_dlconform.api import evidence
-
     evidence.check(what, observed=max(0.0, 1.0 - sigma), tolerance=tol)
     assert sigma >= 1.0 - tol, f"{what}: largest singular value {sigma!r}, but should be >= 1 (up to {tol:.2e})"
 
@@ -88,6 +86,74 @@ def test_torch_spectral_norm_converges_to_one(torch, dl_device, rows, cols, per_
     frozen = host(layer.weight).copy()
     layer(x), layer(x)
     assert_equal(host(layer.weight), frozen, what="eval mode: no power iteration, the weight is frozen")
+    evidence.covers("torch.train", "torch.n_power_iterations", "torch.eval-after-convergence")
+
+
+def _slow_weight(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """A matrix whose top two singular values are close (ratio 0.9 to 0.99), so the 15 power
+    iterations of registration leave the estimate short of convergence."""
+    k = min(rows, cols)
+    u, _ = np.linalg.qr(rng.normal(size=(rows, k)))
+    v, _ = np.linalg.qr(rng.normal(size=(cols, k)))
+    top = rng.uniform(0.5, 5.0)
+    s = np.concatenate(([top, top * rng.uniform(0.9, 0.99)], rng.uniform(0.0, top / 2, k - 2)))
+    return (u * s) @ v.T
+
+
+def check_torch_eval_frozen(torch, spectral_norm, rows: int, cols: int, seed: int, calls: int) -> None:
+    """eval() before convergence: every access gives the same weight, bitwise (no power
+    iteration runs outside training mode), and train() resumes iterating from that estimate."""
+    __tracebackhide__ = True
+    rng = np.random.default_rng(seed)
+    layer = torch.nn.Linear(cols, rows)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor(_slow_weight(rng, rows, cols)))
+    layer = spectral_norm(layer).eval()
+    frozen = host(layer.weight).copy()
+    x = torch.tensor(rng.normal(size=(2, cols)).astype(np.float32))
+    for i in range(calls):
+        layer(x)
+        assert_equal(host(layer.weight), frozen, what=f"eval mode before convergence: weight after {i + 1} forward(s)")
+    _assert_not_below_one(frozen, rows, cols, "sigma_max of the frozen weight", ("cpu", "torch"))
+
+
+@pytest.mark.claim(CLAIM)
+@budget(6)
+@given(rows=st.integers(4, 16), cols=st.integers(4, 16), calls=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_torch_spectral_norm_is_frozen_in_eval_before_convergence(torch, rows, cols, calls, seed):
+    from torch.nn.utils.parametrizations import spectral_norm
+
+    with torch.device("cpu"):
+        check_torch_eval_frozen(torch, spectral_norm, rows, cols, seed, calls)
+    evidence.covers("torch.eval-before-convergence")
+
+
+@pytest.mark.claim(CLAIM)
+@budget(4)
+@given(out=st.integers(1, 6), inp=st.integers(1, 4), k=st.integers(1, 3), bias=st.integers(1, 8),
+       seed=st.integers(0, 2**32 - 1))
+def test_torch_spectral_norm_reshapes_and_normalises_vectors(torch, out, inp, k, bias, seed):
+    """Documented: a weight of more than 2 dimensions is reshaped to (dim 0, rest) for the power
+    method; a 1-d parameter is divided by its 2-norm."""
+    from torch.nn.utils.parametrizations import spectral_norm
+
+    rng = np.random.default_rng(seed)
+    with torch.device("cpu"):
+        conv = torch.nn.Conv2d(inp, out, k)
+        w, _ = _weight(rng, out, inp * k * k)
+        with torch.no_grad():
+            conv.weight.copy_(torch.tensor(w.reshape(out, inp, k, k)))
+        conv = spectral_norm(conv, n_power_iterations=30).eval()  # 15 + 30 iterations at registration
+        _assert_unit_norm(host(conv.weight).reshape(out, -1), out, inp * k * k,
+                          "sigma_max of the reshaped Conv2d weight", ("cpu", "torch"))
+        lin = torch.nn.Linear(2, bias)
+        b = rng.normal(size=bias).astype(np.float32)
+        with torch.no_grad():
+            lin.bias.copy_(torch.tensor(b))
+        lin = spectral_norm(lin, name="bias")
+        assert_close(host(lin.bias), b / np.linalg.norm(b.astype(np.float64)), tolerance("float32", ops=4, reduction=bias),
+                     what="spectral_norm of a 1-d parameter: x / ||x||_2")
+    evidence.covers("torch.conv-weight", "torch.vector")
 
 
 @pytest.mark.claim(CLAIM)
@@ -113,3 +179,13 @@ def test_keras_spectral_normalization_converges_to_one(tf, dl_device, rows, cols
     assert_close(y, x.astype(np.float64) @ kernel.astype(np.float64),
                  tolerance("float32", reduction=cols, device=dl_device, framework="keras", matmul=True),
                  what="forward uses the normalised kernel")
+    evidence.covers("keras.training=True", "keras.power_iterations")
+    # training=False (the call's default): no power iteration, the kernel is used as it is.
+    before = np.asarray(layer.layer.kernel).copy()
+    for call in (lambda: layer(x), lambda: layer(x, training=False)):
+        y = np.asarray(call())
+        assert_equal(np.asarray(layer.layer.kernel), before, what="inference call: kernel unchanged")
+    assert_close(y, x.astype(np.float64) @ before.astype(np.float64),
+                 tolerance("float32", reduction=cols, device=dl_device, framework="keras", matmul=True),
+                 what="inference forward uses the current kernel")
+    evidence.covers("keras.training=False")

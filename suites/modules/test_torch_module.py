@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import assert_equal, budget
+from pytest_dlconform.api import assert_equal, budget, evidence
 
 from ._host import host
 
@@ -102,9 +102,22 @@ def test_module_registers_parameters_buffers_and_state(torch, spec, seed):
     twin = build(torch, spec)[0]
     twin.load_state_dict(module.state_dict())
     assert_equal(host(twin(x)), host(out), what="output after load_state_dict into a fresh instance")
+    # train()/eval() set .training on every submodule (nn.Module.train: "sets the module in
+    # training mode", recursively); requires_grad_(False) freezes every parameter.
+    for flag in (False, True):
+        module.train(flag)
+        modes = {name: m.training for name, m in module.named_modules()}
+        assert all(v is flag for v in modes.values()), f"train({flag}): .training per submodule {modes}"
+    assert module.eval() is module and not any(m.training for m in module.modules()), "eval() is train(False)"
+    module.requires_grad_(False)
+    assert not any(p.requires_grad for p in module.parameters()), "requires_grad_(False) freezes every parameter"
+    module.requires_grad_(True)
     double = module.to(torch.float64)
     assert all(p.dtype == torch.float64 for p in double.parameters()), ".to(float64) converts every parameter"
     assert all(b.dtype == torch.float64 for b in double.buffers()), ".to(float64) converts floating buffers"
+    holders = {"attr"} | {n["holder"] for n in _nodes(spec)}
+    evidence.covers("parameters", "buffers", "persistent=False", "forward-hooks", "load_state_dict", "to-dtype",
+                    "train/eval-recursive", "requires_grad_=False", *(f"children-{h}" for h in holders))
 
 
 @pytest.mark.claim(CLAIM)
@@ -119,6 +132,13 @@ def test_plain_tensor_attribute_is_not_a_parameter(torch):
             return x * self.w * self.t
 
     m = M()
-    assert [n for n, _ in m.named_parameters()] == ["w"]
-    assert "t" not in m.state_dict()
-    assert np.array_equal(host(m(torch.ones(2))), np.ones(2))
+    assert [n for n, _ in m.named_parameters()] == ["w"], f"named_parameters {[n for n, _ in m.named_parameters()]}"
+    assert "t" not in m.state_dict(), f"state_dict keys {list(m.state_dict())} include a plain tensor attribute"
+    assert_equal(host(m(torch.ones(2))), np.ones(2, np.float32), what="forward of a module with a plain tensor attribute")
+    evidence.covers("plain-tensor-attribute")
+
+
+def _nodes(spec):
+    yield spec
+    for kid in spec["kids"]:
+        yield from _nodes(kid)

@@ -93,10 +93,12 @@ def test_torch_gradient_penalty_double_backward(torch, problem):
     evidence.check("penalty gradient vs finite differences", observed=result.max_error_ratio, tolerance=1.0)
     steps = _armijo(f, problem["params"], vjp(problem["params"], np.ones(())))
     evidence.note(armijo_halvings=steps)
+    evidence.covers("torch.create_graph=True", "torch.descent")
     # Without create_graph the returned input gradient is a constant: no second backward.
     leaves = [torch.tensor(p, requires_grad=True) for p in problem["params"]]
-    with pytest.raises(RuntimeError, match="does not require grad"):
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad and does not have a grad_fn"):
         torch.autograd.grad(penalty(leaves, x_hat, create_graph=False), leaves, allow_unused=True)
+    evidence.covers("torch.create_graph=False")
 
 
 @pytest.mark.claim(CLAIM)
@@ -121,3 +123,4 @@ def test_tf_gradient_penalty_nested_tapes(tf, problem):
                        names=["W1", "b1", "W2", "b2"])
     evidence.check("penalty gradient vs finite differences", observed=result.max_error_ratio, tolerance=1.0)
     evidence.note(armijo_halvings=_armijo(f, problem["params"], vjp(problem["params"], np.ones(()))))
+    evidence.covers("tf.nested-tapes", "tf.descent")

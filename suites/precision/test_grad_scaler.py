@@ -64,8 +64,12 @@ def test_grad_scaler_follows_dynamic_loss_scaling(torch, dl_device, init, growth
                          what=f"{where}: parameter")
         else:
             assert_equal(after, before, what=f"{where}: parameter after a skipped step")
+        grew = ref.scale
         ref.update(finite)
         check_scale(scaler.get_scale(), ref, where, tracker=scaler.state_dict()["_growth_tracker"], ulps=len(ref.history))
+        evidence.covers("scale", f"skip-{kind}" if not finite else "step-unscales",
+                        *(["unscale_-then-step"] if explicit and finite else []),
+                        *(["growth"] if finite and ref.scale != grew else []), *(["backoff"] if not finite else []))
     state = scaler.state_dict()
     assert (state["growth_factor"], state["backoff_factor"], state["growth_interval"]) == (growth, backoff, interval), (
         f"state_dict {state} does not carry the factors and interval it was built with")
@@ -73,6 +77,7 @@ def test_grad_scaler_follows_dynamic_loss_scaling(torch, dl_device, init, growth
     resumed.load_state_dict(state)
     assert (resumed.get_scale(), resumed.state_dict()["_growth_tracker"]) == (scaler.get_scale(), state["_growth_tracker"]), (
         "load_state_dict did not restore the scale and the growth tracker")
+    evidence.covers("state_dict", "load_state_dict")
 
 
 @pytest.mark.claim("precision.torch.grad-scaler")
@@ -86,12 +91,16 @@ def test_grad_scaler_contract_edges(torch, dl_device):
     with pytest.raises(RuntimeError, match=r"unscale_\(\) has already been called"):
         scaler.unscale_(opt)
     scaler.step(opt)
+    # unscale_ then step unscales once: the gradient of sum(p) is 1, so p = 1 - 0.1 * 1 (not 1 - 0.1 / 8).
+    assert_equal(p.detach().cpu().numpy(), np.full(3, np.float32(1) - np.float32(0.1)), what="parameter after unscale_, step")
+    evidence.covers("unscale_-then-step")
     with pytest.raises(RuntimeError, match=r"unscale_\(\) is being called after step\(\)"):
         scaler.unscale_(opt)
     scaler.update(new_scale=3.0)
     assert scaler.get_scale() == 3.0, f"update(new_scale=3.0) left the scale at {scaler.get_scale()}"
-    for bad in ({"growth_factor": 1.0}, {"backoff_factor": 1.0}):
-        with pytest.raises(AssertionError, match="factor must be"):
+    for bad, message in (({"growth_factor": 1.0}, r"The growth factor must be > 1\.0\."),
+                         ({"backoff_factor": 1.0}, r"The backoff factor must be < 1\.0\.")):
+        with pytest.raises(AssertionError, match=message):  # GradScaler validates with assert statements
             torch.amp.GradScaler(device_type, **bad)
     half = torch.nn.Parameter(torch.ones(3, device=device, dtype=torch.float16))
     half_opt = torch.optim.SGD([half], lr=0.1)
@@ -99,6 +108,8 @@ def test_grad_scaler_contract_edges(torch, dl_device):
     scaler.scale(half.float().sum()).backward()
     with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
         scaler.step(half_opt)
+    evidence.covers("unscale_-twice-raises", "update=new_scale", "bad-factors-rejected",
+                    "fp16-grads-raise")
 
 
 @pytest.mark.claim("precision.torch.grad-scaler")
@@ -115,6 +126,7 @@ def test_disabled_grad_scaler_passes_through(torch, dl_device):
     assert_equal(p.detach().cpu().numpy(), np.array([0.5, 0.0, -0.5], np.float32), what="parameter after a disabled-scaler step")
     assert (scaler.get_scale(), scaler.state_dict(), scaler.is_enabled()) == (1.0, {}, False), (
         f"disabled scaler: get_scale {scaler.get_scale()}, state_dict {scaler.state_dict()}, enabled {scaler.is_enabled()}")
+    evidence.covers("enabled=False")
 
 
 @pytest.mark.claim("precision.torch.grad-scaler")
@@ -155,3 +167,4 @@ def test_autocast_training_skips_an_overflowing_step_then_trains(torch, dl_devic
                      tolerance(str(low).removeprefix("torch."), ops=6, reduction=16),
                      what=f"parameter {i}: autocast + GradScaler step vs float32 step")
     evidence.note(autocast_dtype=str(low), device_type=device_type)
+    evidence.covers("autocast-training")

@@ -22,13 +22,17 @@ from pytest_dlconform.api.precision import device_of, low_dtypes
 def test_ops_run_in_the_dtype_their_device_lists(torch, dl_device, seed, n):
     device, device_type = device_of(dl_device)
     problems: list[str] = []
+    checked: list[str] = []
     for low in low_dtypes(torch, device_type):
         found, counts = ref.autocast_mismatches(torch, device, low, np.random.default_rng(seed), n)
         problems += found
+        # The classes both devices list ("error", CUDA's binary_cross_entropy, is checked on CUDA only).
+        checked += [f"{low}.{cls}" for cls in counts if cls in ("lower", "float32", "promote", "unlisted")]
     evidence.note(device_type=device_type, low_dtypes=low_dtypes(torch, device_type), ops_per_class=counts)
     if problems:
         raise ref.AutocastMismatch(f"{len(problems)} op/dtype combinations disagree with the Autocast Op Reference "
                                    f"for {device_type}:\n" + "\n".join(problems))
+    evidence.covers(*checked)
 
 
 @pytest.mark.claim("precision.torch.autocast")
@@ -41,6 +45,7 @@ def test_build_registers_the_documented_lists_for_cpu_and_cuda(torch):
     if problems:
         raise ref.AutocastMismatch(
             "the autocast kernels of this build differ from the documented lists:\n" + "\n".join(problems))
+    evidence.covers("registration.AutocastCPU", "registration.AutocastCUDA")
 
 
 def _pair(torch: Any, device: str) -> tuple[Any, Any]:
@@ -64,6 +69,7 @@ def test_in_place_out_and_explicit_dtype_are_not_autocast(torch, dl_device):
     assert_equal(out.cpu().numpy(), expected.cpu().numpy(), what="mm(out=float32 tensor) under autocast vs mm without")
     assert (prod_low.dtype, prod_f64.dtype) == (low, torch.float64), (
         f"prod(dtype=...) under autocast gave {prod_low.dtype}/{prod_f64.dtype}: an explicit dtype must be respected")
+    evidence.covers("in-place", "out=", "dtype=")
 
 
 @pytest.mark.claim("precision.torch.autocast-eligibility")
@@ -87,6 +93,7 @@ def test_disabled_region_thread_and_defaults(torch, dl_device):
     assert inner.dtype == torch.float32, f"mm in a nested autocast(enabled=False) region gave {inner.dtype}"
     assert seen["dtype"] == torch.float32, f"mm in a new thread gave {seen['dtype']}: autocast state is thread-local"
     assert not torch.is_autocast_enabled(device_type), "autocast still enabled after the with block"
+    evidence.covers("default-dtype", "enabled=False-nested", "thread-local", "restores-state")
 
 
 @pytest.mark.claim("precision.torch.autocast-eligibility")
@@ -116,3 +123,4 @@ def test_unsupported_dtype_warns_and_decorator_restores(torch, dl_device):
     assert inside.dtype == inner_low, f"decorated function ran mm in {inside.dtype}, should be {inner_low}"
     assert (after.dtype, state) == (outer_low, outer_low), (
         f"after the decorated call the outer region runs mm in {after.dtype} (autocast dtype {state}), should be {outer_low}")
+    evidence.covers("unsupported-dtype-warns", "decorator")
