@@ -172,6 +172,8 @@ def ops_for(framework: str, mode: str) -> list[str]:
     """The ops a mode checks in a framework: all but those with a known limit there."""
     if mode == "layout" and framework != "torch":
         return []  # TensorFlow has no user-visible memory layouts
+    if mode in _edges().MODES:  # the edge-case suite's modes (kink, extreme, nonfinite)
+        return _edges().ops_for(framework, mode)
     limits = set(MODE_LIMITS.get(mode, {}).get(framework, ()))
     return [name for name, spec in OPS.items() if not limits & set(spec.limits)]
 
@@ -192,7 +194,14 @@ def registered() -> list[dict[str, str]]:
                     out += [coverage_key(framework, mode, s, layout) for layout, s in layout_samples(op)]
                 else:
                     out += [coverage_key(framework, mode, s) for s in samples(op)]
+    out += _edges().registered()  # suites/autodiff/test_op_edges.py
     return out
+
+
+def _edges() -> Any:
+    from . import edges  # lazily: edges builds on the op table, not on the samples
+
+    return edges
 
 
 # --------------------------------------------------------------------------- drawing a case
