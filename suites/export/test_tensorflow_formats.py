@@ -31,7 +31,7 @@ def _keras() -> Any:
 
 def _graph_fn(tf: Any, model: Any, spec: rt.ModelSpec) -> Any:
     """The inference graph the exporters trace: model(x, training=False) with a dynamic batch."""
-    sig = [tf.TensorSpec([None, spec.in_features], getattr(tf, spec.dtype), name="x")]
+    sig = [tf.TensorSpec([None, *spec.input_shape], getattr(tf, spec.input_dtype), name="x")]
     return tf.function(lambda x: model(x, training=False), input_signature=sig, autograph=False)
 
 
@@ -40,21 +40,35 @@ def _tol(spec: rt.ModelSpec, device: str) -> Any:
 
 
 def _tf_io_signature(spec: rt.ModelSpec, out_name: str, batch: Any = None) -> dict[str, Any]:
-    return {"inputs": {"x": [spec.dtype, [batch, spec.in_features]]},
-            "outputs": {out_name: [spec.dtype, [batch, spec.out_features]]}}
+    return {"inputs": {"x": [spec.input_dtype, [batch, *spec.input_shape]]},
+            "outputs": {out_name: [spec.dtype, [batch, *spec.output_shape]]}}
+
+
+def _coverage(seed: int) -> list[rt.ModelSpec]:
+    """Every Keras layer kind and activation (non-default parameters), by construction: three
+    models, the dense one in float64 (the formats that keep float64)."""
+    return rt.coverage_specs("keras", seed, float64=True)
+
+
+def _float32_coverage(seed: int) -> list[rt.ModelSpec]:
+    return rt.coverage_specs("keras", seed)
+
+
+def _covered(specs: list[rt.ModelSpec], *formats: str) -> None:
+    """Record the modes the coverage models exercised (after every check of the test passed)."""
+    for spec in specs:
+        evidence.covers(*formats, *rt.modes_of(spec, "keras"))
 
 
 # --------------------------------------------------------------------------- SavedModel
 
 
 @pytest.mark.claim("export.savedmodel.roundtrip")
-def test_savedmodel_keeps_outputs_variables_signature_and_functions(tf, tmp_path, dl_settings, dl_device):
+def test_savedmodel_keeps_outputs_variables_signature_and_functions(tf, tmp_path, dl_settings, dl_device, dl_seed):
     keras = _keras()
     trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
 
-    @rt.examples(4)
-    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS)
-    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+    def one(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
         model = rt.build_keras(spec, keras)
         servable = rt.servable_module(tf, model, spec)
         inputs = rt.example_inputs(spec, batches, seed)
@@ -70,8 +84,18 @@ def test_savedmodel_keeps_outputs_variables_signature_and_functions(tf, tmp_path
         loaded = trip.check(art, inputs, expected, what=f"SavedModel of {spec.describe()}")
         _restored_functions_behave_like_originals(servable, loaded.obj, spec, inputs[0])
 
+    coverage = _coverage(dl_seed)
+    for spec in coverage:  # every layer kind and activation, by construction
+        one(spec, [1, 3], dl_seed)
+
+    @rt.examples(1)
+    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS)
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+        one(spec, batches, seed)
+
     prop()
     trip.finish()
+    _covered(coverage)
 
 
 def _restored_functions_behave_like_originals(servable: Any, restored: Any, spec: rt.ModelSpec, x: np.ndarray) -> None:
@@ -103,6 +127,7 @@ def test_savedmodel_in_a_version_folder_answers_tf_serving_rest_shapes(tf, tmp_p
     seed_layout = serving_layout(seed_dir.path)
     assert seed_layout.versions == [] and seed_layout.base_is_savedmodel, f"layout of the seed's mount: {seed_layout}"
     evidence.note(seed_mount_versions=seed_layout.versions, seed_mount_is_a_bare_savedmodel=seed_layout.base_is_savedmodel)
+    evidence.covers("version-folder")
     restored = tf.saved_model.load(str(art.path))
     sig = rt.tf_signatures(restored)["serving_default"]
     rt.assert_same_signature(sig, _tf_io_signature(spec, "output_0"), what="serving_default of the versioned SavedModel")
@@ -115,6 +140,7 @@ def test_savedmodel_in_a_version_folder_answers_tf_serving_rest_shapes(tf, tmp_p
         got = np.asarray(response[key], dtype=spec.dtype)
         rt.assert_close_outputs({"y": got}, {"y": want}, _tol(spec, dl_device), scale=rt.magnitudes(spec, [x], "keras")[0],
                                 what=f"REST {key} computed through serving_default", name=f"REST {key}")
+        evidence.covers("instances" if key == "predictions" else "inputs")
 
 
 @pytest.mark.claim("export.tfserving.serve")
@@ -132,16 +158,14 @@ def test_tf_serving_server_predicts_like_the_savedmodel(tf):
 
 
 @pytest.mark.claim("export.keras.roundtrip")
-def test_keras_file_keeps_outputs_weights_optimizer_and_training(tf, tmp_path, dl_settings):
+def test_keras_file_keeps_outputs_weights_optimizer_and_training(tf, tmp_path, dl_settings, dl_seed):
     keras = _keras()
     trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
 
-    @rt.examples(4)
-    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS, lr=st.sampled_from([1e-3, 1e-2, 0.1]))
-    def prop(spec: rt.ModelSpec, batches: list[int], seed: int, lr: float) -> None:
+    def one(spec: rt.ModelSpec, batches: list[int], seed: int, lr: float) -> None:
         model = rt.build_keras(spec, keras)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate=lr), loss="mse")
-        xs, ys = rt.example_inputs(spec, [8], seed)[0], np.zeros((8, spec.out_features), spec.dtype)
+        xs, ys = rt.example_inputs(spec, [8], seed)[0], np.zeros((8, *spec.output_shape), spec.dtype)
         model.train_on_batch(xs, ys)  # optimizer state (iterations, moments) worth saving
         inputs = rt.example_inputs(spec, batches, seed + 1)
         loaded_state = rt.keras_state(model)
@@ -163,18 +187,26 @@ def test_keras_file_keeps_outputs_weights_optimizer_and_training(tf, tmp_path, d
             rt.assert_same_state(rt.keras_state(loaded.model), rt.keras_state(model),
                                  what=f"{what}: after one more train_on_batch")
 
+    coverage = _coverage(dl_seed)
+    for spec in coverage:
+        one(spec, [1, 3], dl_seed, 1e-2)
+
+    @rt.examples(1)
+    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS, lr=st.sampled_from([1e-3, 1e-2, 0.1]))
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int, lr: float) -> None:
+        one(spec, batches, seed, lr)
+
     prop()
     trip.finish()
+    _covered(coverage, "keras-file")
 
 
 @pytest.mark.claim("export.keras.roundtrip")
-def test_keras_model_export_serves_the_traced_model(tf, tmp_path, dl_settings):
+def test_keras_model_export_serves_the_traced_model(tf, tmp_path, dl_settings, dl_seed):
     keras = _keras()
     trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
 
-    @rt.examples(3)
-    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS)
-    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+    def one(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
         model = rt.build_keras(spec, keras)
         inputs = rt.example_inputs(spec, batches, seed)
         fn = _graph_fn(tf, model, spec)
@@ -186,8 +218,18 @@ def test_keras_model_export_serves_the_traced_model(tf, tmp_path, dl_settings):
         for x, want in zip(inputs, expected.outputs):  # the 'serve' endpoint, as the Keras docs call it
             rt.assert_same_outputs({"output_0": loaded.obj.serve(x).numpy()}, want, what=f"serve endpoint of {spec.describe()}")
 
+    coverage = _coverage(dl_seed)
+    for spec in coverage:
+        one(spec, [1, 3], dl_seed)
+
+    @rt.examples(1)
+    @given(spec=rt.model_specs(), batches=BATCHES, seed=SEEDS)
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+        one(spec, batches, seed)
+
     prop()
     trip.finish()
+    _covered(coverage, "model.export")
 
 
 # --------------------------------------------------------------------------- TFLite
@@ -214,27 +256,76 @@ def _write_bytes(blob: bytes) -> Any:
     return lambda p: p.write_bytes(blob)
 
 
+RECURRENT_BATCH = 3  # TFLite converts Keras LSTM/GRU only with a fixed batch (test_tflite_recurrent_dynamic_batch)
+
+
+def _tflite_case(keras: Any, spec: rt.ModelSpec, batches: list[int]) -> tuple[Any, list[int], Any]:
+    """The Keras model, the batch sizes and the signature's batch dimension for a TFLite round trip."""
+    if spec.kinds & {"lstm", "gru"}:
+        return rt.build_keras(spec, keras, batch_size=RECURRENT_BATCH), [RECURRENT_BATCH], RECURRENT_BATCH
+    return rt.build_keras(spec, keras), batches, -1
+
+
 @pytest.mark.claim("export.tflite.roundtrip")
-def test_tflite_float_keeps_outputs_within_float_tolerance(tf, tmp_path, dl_settings, dl_device):
+def test_tflite_float_keeps_outputs_within_float_tolerance(tf, tmp_path, dl_settings, dl_device, dl_seed):
     _require_tflite(tf)
     keras = _keras()
     trip = rt.RoundTrip(tmp_path, dl_settings.timeout)
 
-    @rt.examples(3)
-    @given(spec=rt.model_specs(dtypes=("float32",)), batches=BATCHES, seed=SEEDS)
-    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
-        model = rt.build_keras(spec, keras)
+    def one(spec: rt.ModelSpec, batches: list[int], seed: int, quantise: bool = False) -> None:
+        model, batches, batch_dim = _tflite_case(keras, spec, batches)
         inputs = rt.example_inputs(spec, batches, seed)
-        blob, deprecations = _convert(tf, model, quantise=False)
+        blob, deprecations = _convert(tf, model, quantise=quantise)
         expected = rt.Expected([{"output_0": np.asarray(model(x, training=False))} for x in inputs], None,
-                               _tf_io_signature(spec, "output_0", batch=-1), tol=_tol(spec, dl_device),
+                               _tf_io_signature(spec, "output_0", batch=batch_dim), tol=_tol(spec, dl_device),
                                scales=rt.magnitudes(spec, inputs, "keras"))
         art = rt.export_artifact(trip.path("tflite"), "tflite", _write_bytes(blob))
-        loaded = trip.check(art, inputs, expected, what=f"TFLite float of {spec.describe()}")
+        kind = "int8 (dynamic range) TFLite" if quantise else "TFLite float"
+        loaded = trip.check(art, inputs, expected, what=f"{kind} of {spec.describe()}")
+        if quantise:  # every tensor of the coverage models is under 1024 entries: the guide keeps them float
+            int8 = loaded.int8_weights()
+            assert not int8, f"{kind} of {spec.describe()}: tensors under 1024 entries quantised: {[t.name for t in int8]}"
         evidence.note(converter_deprecations=deprecations, interpreter_warnings=[" ".join(w.split()) for w in loaded.warnings])
+
+    coverage = _float32_coverage(dl_seed)
+    for spec in coverage:  # every layer kind and activation, float and with Optimize.DEFAULT
+        one(spec, [1, 3], dl_seed)
+        one(spec, [2], dl_seed + 1, quantise=True)
+
+    @rt.examples(1)
+    @given(spec=rt.model_specs(dtypes=("float32",)), batches=BATCHES, seed=SEEDS)
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+        one(spec, batches, seed)
 
     prop()
     trip.finish()
+    _covered(coverage, "tflite-float", "tflite-int8")
+
+
+@pytest.mark.claim("export.tflite.roundtrip")
+def test_tflite_recurrent_layers_convert_with_a_dynamic_batch(tf):
+    """The RNN conversion guide: 'We support out of the box conversion of Keras LSTM to
+    TensorFlow Lite' (its contract: 'The dimension 0 of the input tensor is the batch
+    size'). A Keras model has a dynamic batch unless batch_size is given."""
+    _require_tflite(tf)
+    keras = _keras()
+    refused = {}
+    for kind in ("lstm", "gru"):
+        spec = rt.ModelSpec(4, (rt.Layer(kind, 3), rt.Layer("dense", 2)), "float32", 5, shape=(5,))
+        try:
+            _convert(tf, rt.build_keras(spec, keras), quantise=False)
+        except Exception as exc:  # the converter's own error (ConverterError): recorded, then judged below
+            refused[kind] = f"{type(exc).__name__}: {_first_error(str(exc))}"
+    if refused:
+        raise AssertionError("TFLiteConverter.from_keras_model refuses Keras recurrent layers with a dynamic batch "
+                             "(converted with batch_size fixed): " + "; ".join(f"{k}: {v}" for k, v in refused.items()))
+    evidence.covers("tflite-float", "layer=LSTM", "layer=GRU")
+
+
+def _first_error(message: str) -> str:
+    at = message.find("error: ")
+    line = message[at:].split("\n", 1)[0] if at >= 0 else message.splitlines()[0]
+    return line.split("):", 1)[-1].strip()[:200]
 
 
 @pytest.mark.claim("export.tflite.roundtrip")
@@ -246,7 +337,7 @@ def test_tflite_int8_stores_weights_on_the_grid_and_stays_within_the_bound(tf, t
     specs = rt.model_specs(dtypes=("float32",), kinds=("dropout",), dense=(2, 3), widths=(32, 64), in_features=(32, 48),
                            hidden_activation_only=True)
 
-    @rt.examples(3)
+    @rt.examples(2)
     @given(spec=specs, batches=BATCHES, seed=SEEDS)
     def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
         model = rt.build_keras(spec, keras)
@@ -263,6 +354,7 @@ def test_tflite_int8_stores_weights_on_the_grid_and_stays_within_the_bound(tf, t
 
     prop()
     trip.finish()
+    evidence.covers("tflite-int8", "layer=Dense", "layer=Dropout")
 
 
 @pytest.mark.claim("export.chain.keras-savedmodel-tflite")
@@ -287,6 +379,7 @@ def test_keras_to_savedmodel_to_tflite_keeps_outputs(tf, tmp_path, dl_settings, 
 
     prop()
     trip.finish()
+    evidence.covers("model.export", "from_saved_model")
 
 
 # TF.js (export.tfjs.roundtrip) lives in test_tfjs.py: its converter needs an environment of its own.

@@ -198,7 +198,7 @@ def _savedmodel(tf: Any, spec: rt.ModelSpec, path: Path) -> tuple[Any, Any]:
 
 
 # TF.js's CPU backend has no tanh in its fused matmul kernel (test_graph_model_with_fused_tanh).
-GRAPH_ACTIVATIONS = tuple(a for a in rt.ACTIVATIONS if a != "tanh")
+GRAPH_ACTIVATIONS = ("linear", "relu", "sigmoid", "elu")  # the dense stacks' activations but tanh
 
 
 @pytest.mark.claim("export.tfjs.roundtrip")

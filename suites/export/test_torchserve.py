@@ -63,15 +63,18 @@ def test_torchserve_predicts_what_local_inference_predicts(torch, tmp_path, dl_s
         evidence.note(startup_seconds=round(server.wait_ready([n for n, _, _ in cases]), 2), models=len(cases))
         refused = server.predict(cases[0][0], {"inputs": cases[0][2][0].tolist()}, token=None)
         assert refused.status in (400, 401, 403), f"a request without the token got HTTP {refused.status}: {refused.body}"
+        evidence.covers("token-auth")
         evidence.note(without_token=f"HTTP {refused.status} {refused.body.get('type') if isinstance(refused.body, dict) else ''}")
         for name, spec, inputs in cases:
             _served_like_local(server, tmp_path / name / "torchscript", name, spec, inputs)
+        evidence.covers("predict")
         pids = server.alive()
     report = server.last_stop
     evidence.note(stop_seconds=round(report.seconds, 2), processes_while_serving=len(pids), killed_after_stop=report.killed)
     assert not report.leftover, f"processes of the server still alive after stop and SIGKILL: {report.leftover}"
     assert report.graceful, (f"`torchserve --stop` left processes {report.killed} running for "
                              f"{server.stop_timeout:g} s (killed them)")
+    evidence.covers("stop")
 
 
 def _served_like_local(server: serving.TorchServe, artifact: Path, name: str, spec: rt.ModelSpec,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import budget, not_applicable
+from pytest_dlconform.api import budget, evidence, not_applicable
 from pytest_dlconform.api import crossframework as cf
 
 
@@ -25,6 +25,7 @@ def test_gpu_results_match_cpu_results(tf, torch, keras_tf, dl_device, dl_settin
     if dl_device == "cpu":
         not_applicable(no_gpu_reason(tf, torch, dl_device, dl_settings.device))
     _gpu_matches_cpu(tf, torch, keras_tf, dl_device)
+    evidence.covers("device=gpu")
 
 @budget(8)
 @given(data=st.data())

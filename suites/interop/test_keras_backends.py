@@ -119,11 +119,17 @@ def check_run(runs: Runs, run: str, dtype: str, dl_device: str) -> None:
     evidence.note(keras=runs.keras, backend=run, models=len(chosen), **facts)
     tf32 = dl_device != "cpu"  # Keras leaves each backend's TF32 default alone
     other = "tensorflow" if run != "tensorflow" and "tensorflow" in runs.results else None
-    for j in chosen:
-        case = runs.batch[j][0]
-        cf.check_backend(runs.results[run][j], case, dtype, name=run, dtype_seen=meta["dtypes"][j], tf32=tf32,
-                         other=(other, runs.results[other][j]) if other else None,
-                         label=f"model {j} ({dtype}, {case.arch.layers[0].kind} ...): ")
+    modes = [f"backend={run}", *sorted({"mode=training" if runs.batch[j][0].training else "mode=inference" for j in chosen})]
+    try:
+        for j in chosen:
+            case = runs.batch[j][0]
+            cf.check_backend(runs.results[run][j], case, dtype, name=run, dtype_seen=meta["dtypes"][j], tf32=tf32,
+                             other=(other, runs.results[other][j]) if other else None,
+                             label=f"model {j} ({dtype}, {case.arch.layers[0].kind} ...): ")
+    except AssertionError:
+        evidence.covers(*modes)  # checked, and found violated (a pinned divergence shows as such in the ledger)
+        raise
+    evidence.covers(*modes)
 
 
 # Not hypothesis tests: an example costs a fresh interpreter per backend, and shrinking would

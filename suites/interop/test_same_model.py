@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import budget
+from pytest_dlconform.api import budget, evidence
 from pytest_dlconform.api import crossframework as cf
 
 
@@ -25,14 +25,15 @@ def test_same_weights_give_same_outputs_and_gradients(tf, torch, keras_tf, dl_de
 
 @pytest.mark.claim("interop.same-model")
 def test_every_feature_in_both_dtypes(tf, torch, keras_tf, dl_device, dl_seed):
-    # The hypothesis test above explores; this one makes sure each run covers dense and
-    # conv models with both normalisations in both modes and both losses, in both dtypes.
+    # The hypothesis test above explores; this one makes sure each run covers, by
+    # construction, every mode of the claim (cf.coverage_batch forces them) in both dtypes.
     tf_dev, torch_dev = cf.framework_devices(dl_device)
     for k, dtype in enumerate(cf.DTYPES):
         for j, case in enumerate(cf.coverage_batch(dl_seed + k, cf.activations_for(dtype))):
             tf32 = (cf.tf32_in_use("tensorflow", tf, case, dl_device), cf.tf32_in_use("torch", torch, case, dl_device))
             cf.check_same_model(cf.tf_run(tf, keras_tf, case, dtype, tf_dev), cf.torch_run(torch, case, dtype, torch_dev),
                                 case, dtype, tf32=tf32, label=f"coverage model {j} ({dtype}): ")
+            evidence.covers(*cf.case_modes(case, dtype))
 
 
 @pytest.mark.claim("interop.same-model.activations")
@@ -52,3 +53,4 @@ def _activations_compute_their_formulas(dl_framework, dl_device, spread, seed):
             actual = dl_framework.call(lambda ts, fn=fn: fn(ts[0]), [x], dtype, dl_device)
             cf.check_activation(actual, x, name, dtype,
                                 what=f"{dl_framework.name} {name} on [-{spread:g}, {spread:g}] ({dtype})")
+            evidence.covers(f"act={name}", f"dtype={dtype}")

@@ -30,7 +30,8 @@ def test_step_time_is_recorded_side_by_side(tf, torch, keras_tf, dl_device):
         cf.check_same_model(results[name], results["torch eager"], MODEL, "float32", tf32=tf32, label=f"{name}: ")
     fwd, bwd = cf.tolerances(MODEL, "float32", tf32=tf32[0])
     cf.compare(results["tf.function"], results["tf eager"], combined(fwd, fwd), combined(bwd, bwd),
-               what="tf.function vs tf eager")
+               what="tf.function vs tf eager", grad_scales=cf.grad_scales(MODEL, "float32"))
+    evidence.covers("torch-eager", "tf-eager", "tf.function")
     seconds = {name: time_per_call(step.run) for name, step in steps.items()}
     base = seconds["torch eager"]
     evidence.note(**{f"ms per step, {name}": round(1e3 * s, 3) for name, s in seconds.items()},

@@ -141,12 +141,13 @@ def test_same_model_fails_float32_accuracy_passed_off_as_float64(tf, keras, torc
         cf.check_same_model(cf.tf_run(tf, keras, SMOOTH, "float64", weights=weights32), as_float64, SMOOTH, "float64")
 
 
-def test_ill_conditioned_comparisons_are_counted_not_passed():
+def test_ill_conditioned_comparisons_are_counted_and_still_judged():
     loose = cf.Tolerance(2 * cf.UNJUDGED_RTOL, "too loose to judge")
     with evidence.recording() as recorder:
-        cf.compare({"logits": np.ones(3)}, {"logits": np.zeros(3)}, loose, loose, what="x")
-    assert recorder.notes["unjudged comparisons (ill-conditioned case)"] == 1
-    assert not recorder.checks
+        with pytest.raises(cf.ModelMismatch, match="x: logits"):
+            cf.compare({"logits": np.ones(3)}, {"logits": np.zeros(3)}, loose, loose, what="x")
+    assert recorder.notes[cf.LOOSE_NOTE] == 1
+    assert recorder.checks
 
 
 # --------------------------------------------------------------------------- activations, backends, devices

@@ -49,6 +49,7 @@ from ..checks.roundtrip import (
 from ..checks.roundtrip import (
     _unkey as unkey,
 )
+from ..checks.roundtrip.zoo import activation_modes, coverage_specs, layer_modes, modes_of
 
 __all__ = [
     "ACTIVATIONS",
@@ -60,6 +61,7 @@ __all__ = [
     "OutputMismatch",
     "RoundTrip",
     "StateMismatch",
+    "activation_modes",
     "assert_close_outputs",
     "assert_int8_weights",
     "assert_same_outputs",
@@ -68,6 +70,7 @@ __all__ = [
     "assert_within_bound",
     "build_keras",
     "build_torch",
+    "coverage_specs",
     "dynamic_range_bound",
     "example_inputs",
     "examples",
@@ -76,10 +79,12 @@ __all__ = [
     "keras_rng_state",
     "keras_signature",
     "keras_state",
+    "layer_modes",
     "load",
     "magnitudes",
     "model_specs",
     "model_tolerance",
+    "modes_of",
     "open_artifact",
     "servable_module",
     "tf_signature",

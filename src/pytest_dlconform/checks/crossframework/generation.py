@@ -119,12 +119,70 @@ def cases(**forced: Any) -> Any:
     return st.composite(lambda draw: draw_case(HypothesisChooser(draw), **forced))()
 
 
+class ForcingChooser:
+    """A chooser that answers some labels with forced values (when they are among the
+    options) and draws the rest from ``inner``: coverage batches force features by name."""
+
+    def __init__(self, inner: Chooser, forced: dict[str, Any]) -> None:
+        self.inner, self.forced = inner, forced
+
+    def choice(self, options: Sequence[T], label: str) -> T:
+        if label in self.forced and self.forced[label] in options:
+            return self.forced[label]  # a forced value is one of the options
+        return self.inner.choice(options, label)
+
+    def integer(self, low: int, high: int, label: str) -> int:
+        value = self.forced.get(label)
+        return int(value) if isinstance(value, int) and low <= value <= high else self.inner.integer(low, high, label)
+
+
+# Forced per coverage case (cycled): losses, and for conv cases the conv variants. Together
+# with the activations (cycled too) every documented mode occurs in every batch.
+_LOSSES = ({"loss": "sparse", "ignore a class": False}, {"loss": "sparse", "ignore a class": True},
+           {"loss": "categorical", "label smoothing": 0.0}, {"loss": "categorical", "label smoothing": 0.35})
+_CONVS = ({"stride": 2}, {"stride": 1, "dilation": 2, "padding": "valid"}, {"stride": 1, "padding": "same"},
+          {"use_bias": False})
+
+
 def coverage_batch(seed: int, activations: Sequence[str] = ACTIVATIONS) -> list[Case]:
     """A batch that has every feature at least once, details from ``seed``: for fresh
     interpreters, where one example per process must still cover dense, conv, both
-    normalisations in both modes and both losses."""
+    normalisations in both modes, each loss (sparse with and without ignore_class,
+    categorical with and without label smoothing), strided, dilated and 'same'-padded
+    convolutions, layers without bias and every activation."""
     c = RandomChooser(np.random.default_rng(seed))
     plan = [("dense", "none", False), ("dense", "layernorm", False), ("dense", "batchnorm", False),
             ("dense", "batchnorm", True), ("conv", "none", False), ("conv", "layernorm", True),
             ("conv", "batchnorm", False), ("conv", "batchnorm", True)]
-    return [draw_case(c, family=f, norm=n, training=t, activations=activations) for f, n, t in plan]
+    out = []
+    for j, (f, n, t) in enumerate(plan):
+        forced: dict[str, Any] = {"activation": activations[j % len(activations)], **_LOSSES[j % len(_LOSSES)]}
+        if f == "conv":
+            forced.update(_CONVS[j % len(_CONVS)])
+        elif j % 2:
+            forced["use_bias"] = False
+        out.append(draw_case(ForcingChooser(c, forced), family=f, norm=n, training=t, activations=activations))
+    return out
+
+
+def case_modes(case: Case, dtype: str) -> list[str]:
+    """The interop.same-model modes a case exercises."""
+    arch, modes = case.arch, [f"dtype={dtype}", "mode=training" if case.training else "mode=inference"]
+    modes.append("family=conv" if any(layer.kind == "conv" for layer in arch.layers) else "family=dense")
+    norms = {layer.kind for layer in arch.layers if layer.kind in ("layernorm", "batchnorm")}
+    modes += [f"norm={k}" for k in sorted(norms)] or ["norm=none"]
+    for layer in arch.layers:
+        if layer.kind in ("dense", "conv") and layer is not arch.layers[-1]:
+            modes.append(f"act={layer.activation}")
+        if layer.kind in ("dense", "conv") and not layer.use_bias:
+            modes.append("use_bias=False")
+        if layer.kind == "conv":
+            modes.append(f"padding={layer.padding}")
+            modes += ["conv-stride=2"] if layer.stride > 1 else []
+            modes += ["conv-dilation=2"] if layer.dilation > 1 else []
+    loss = arch.loss
+    if loss.kind == "sparse":
+        modes.append("loss=sparse+ignore_class" if loss.ignore_class is not None else "loss=sparse")
+    else:
+        modes.append("loss=categorical+label_smoothing" if loss.label_smoothing else "loss=categorical")
+    return list(dict.fromkeys(modes))

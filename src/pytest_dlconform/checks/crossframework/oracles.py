@@ -13,6 +13,7 @@ import numpy as np
 
 from ..numerics import assert_close, combined, tolerance
 from .architectures import ACTIVATIONS, Case, Result
+from .magnitudes import gradient_magnitudes
 from .reference import _act, _ratio, reference
 from .tolerances import ModelMismatch, _conditioned, compare, tolerances
 
@@ -32,7 +33,16 @@ def check_same_model(tf_result: Result, torch_result: Result, case: Case, dtype:
     shared = {k: v for k, v in torch_result.items() if not k.startswith("state/")}
     both = (combined(tf_tol[0], torch_tol[0]), combined(tf_tol[1], torch_tol[1]))
     compare({k: v for k, v in tf_result.items() if not k.startswith("state/")}, shared, *both,
-            what="tensorflow vs torch", label=label, factors=ref.factors)
+            what="tensorflow vs torch", label=label, factors=ref.factors, grad_scales=grad_scales(case, dtype))
+
+
+def _scales_if_gradients(result: Result, case: Case, dtype: str) -> dict[str, float] | None:
+    return grad_scales(case, dtype) if any(k.startswith("grad/") for k in result) else None
+
+
+def grad_scales(case: Case, dtype: str) -> dict[str, float]:
+    """Per gradient tensor, the largest sum of absolute terms of an entry (the per-tensor scale)."""
+    return {k: float(np.max(v, initial=0.0)) for k, v in gradient_magnitudes(case, dtype).items()}
 
 
 def check_backends(results: Mapping[str, Result], case: Case, dtype: str, *, tf32: bool = False, label: str = "") -> None:
@@ -45,7 +55,7 @@ def check_backends(results: Mapping[str, Result], case: Case, dtype: str, *, tf3
         compare(results[name], ref.keras, fwd, bwd, what=f"keras[{name}] vs float64 reference", label=label, factors=ref.factors)
     for a, b in pairwise(names):
         compare(results[a], results[b], combined(fwd, fwd), combined(bwd, bwd), what=f"keras[{a}] vs keras[{b}]", label=label,
-                factors=ref.factors)
+                factors=ref.factors, grad_scales=_scales_if_gradients(results[b], case, dtype))
 
 
 def check_backend(result: Result, case: Case, dtype: str, *, name: str, dtype_seen: str | None = None,
@@ -60,7 +70,7 @@ def check_backend(result: Result, case: Case, dtype: str, *, name: str, dtype_se
     compare(result, ref.keras, fwd, bwd, what=f"keras[{name}] vs float64 reference", label=label, factors=ref.factors)
     if other is not None:
         compare(result, other[1], combined(fwd, fwd), combined(bwd, bwd), what=f"keras[{name}] vs keras[{other[0]}]",
-                label=label, factors=ref.factors)
+                label=label, factors=ref.factors, grad_scales=_scales_if_gradients(other[1], case, dtype))
     if dtype_seen is not None and dtype_seen != dtype:
         raise ModelMismatch(f"{label}keras[{name}]: the logits of a {dtype} model are {dtype_seen} tensors, "
                             f"but layers with dtype={dtype!r} compute in {dtype}")
@@ -72,7 +82,8 @@ def check_devices(gpu: Result, cpu: Result, case: Case, dtype: str, *, tf32: boo
     ref = reference(case, dtype)
     g_fwd, g_bwd = tolerances(case, dtype, tf32=tf32, condition=ref.condition)
     c_fwd, c_bwd = tolerances(case, dtype, condition=ref.condition)
-    compare(gpu, cpu, combined(g_fwd, c_fwd), combined(g_bwd, c_bwd), what="gpu vs cpu", label=label, factors=ref.factors)
+    compare(gpu, cpu, combined(g_fwd, c_fwd), combined(g_bwd, c_bwd), what="gpu vs cpu", label=label, factors=ref.factors,
+            grad_scales=grad_scales(case, dtype))
 
 
 ACTIVATION_FORMULAS = (*ACTIVATIONS, "gelu_tanh")

@@ -3,9 +3,10 @@
 :func:`tolerances` gives the rounding bound of checks.numerics for the model's depth and
 longest sum, times the case's conditioning that the reference measures layer by layer
 (cancellation in products, division by a small spread in normalisations, saturated
-softmax); :func:`compare` checks two results with them. A comparison whose tolerance
-would exceed :data:`UNJUDGED_RTOL` is counted in the evidence, not judged: the case is too
-ill-conditioned for the dtype, and no tolerance there could catch a bug.
+softmax); :func:`compare` checks two results with them, gradients per named tensor against
+the sum of their terms' magnitudes (:mod:`.magnitudes`). A comparison whose tolerance
+exceeds :data:`UNJUDGED_RTOL` still runs (a gross error still fails) and is counted in the
+evidence as ill-conditioned.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ... import evidence
-from ..numerics import CONDITION, TF32_ROUNDOFF, Tolerance, ToleranceExceeded, assert_close, tolerance
+from ..numerics import OP_ROUNDING, TF32_ROUNDOFF, Tolerance, ToleranceExceeded, assert_close, rounding_terms, tolerance
 from .architectures import Case, shapes
 
 
@@ -61,8 +62,9 @@ def _conditioned(tol: Tolerance, factor: float) -> Tolerance:
 def _tol(dtype: str, ops: int, reduction: int, tf32: bool) -> Tolerance:
     if not (tf32 and dtype == "float32"):
         return tolerance(dtype, ops=ops, reduction=reduction)
-    rtol = CONDITION * (ops + reduction) * TF32_ROUNDOFF
-    return Tolerance(rtol, f"{CONDITION:g} * (ops {ops} + reduction {reduction}) * u(tf32)={TF32_ROUNDOFF:.3g} "
+    # numerics.tolerance's model with TF32's unit round-off (products rounded to 10 bits).
+    rtol = rounding_terms(ops, reduction) * TF32_ROUNDOFF
+    return Tolerance(rtol, f"({OP_ROUNDING:g} * ops {ops} + reduction {reduction}) * u(tf32)={TF32_ROUNDOFF:.3g} "
                            "(TensorFloat-32 products on the GPU)")
 
 
@@ -79,22 +81,27 @@ def tf32_in_use(framework: str, module: Any, case: Case, device_kind: str) -> bo
 
 
 # A port's structural mistakes (a transposed kernel, another flatten order, a missing term)
-# change results by tens of percent: beyond 10% a comparison cannot tell them from rounding.
-# Such a case is too ill-conditioned for the dtype; the comparison is counted, not judged.
+# change results by tens of percent: beyond 10% a comparison cannot tell them from rounding
+# alone. Such a comparison still runs (a gross error, a wrong sign, a lost tensor still fails)
+# and is counted in the evidence as ill-conditioned.
 UNJUDGED_RTOL = 0.1
+LOOSE_NOTE = "comparisons with a tolerance above 0.1 (ill-conditioned case, still judged)"
 
 
 def compare(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray],
             fwd: Tolerance, bwd: Tolerance, *, what: str, factors: Mapping[str, float] | None = None,
-            label: str = "") -> None:
+            label: str = "", grad_scales: Mapping[str, float] | None = None) -> None:
     """Every key of ``expected`` must be in ``actual`` and agree within its tolerance.
 
-    Logits, loss and states are compared normwise each; the gradients as one vector
-    (input and all weights), normwise against the largest expected gradient entry: a
-    gradient is a sum over examples and positions, and where those terms cancel (a bias
-    before saturated logits) its rounding error is relative to the terms, not to the sum,
-    so a per-tensor relative comparison would judge noise. A failure names the tensor.
-    ``factors`` multiplies the forward tolerance of single keys (:attr:`Reference.factors`).
+    Logits, loss and states are compared normwise each. Gradients are compared per named
+    tensor: ``max|a_k - e_k| <= bwd * max(max|e_k|, S_k)``, where ``S_k`` (``grad_scales``,
+    from :func:`magnitudes.gradient_magnitudes`) is the largest sum of absolute terms of
+    tensor k's entries: a gradient is a sum over examples and positions, and where its
+    terms cancel (a bias before saturated logits) its rounding error is relative to the
+    terms, not to the sum. Without ``grad_scales`` the scale is the tensor's own largest
+    entry. A failure names the tensor. ``factors`` multiplies the forward tolerance of
+    single keys (:attr:`Reference.factors`; the saturated-softmax factor is in ``S_k``).
+    No comparison is skipped for a large tolerance: it runs and is counted (:data:`LOOSE_NOTE`).
     ``label`` names the case in failure messages (evidence is kept per ``what``).
     """
     __tracebackhide__ = True
@@ -103,45 +110,51 @@ def compare(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]
         raise ModelMismatch(f"{label}{what}: no result for {missing}, but both runs must give them")
     for key in sorted(k for k in expected if not k.startswith("grad/")):
         tol = _conditioned(fwd, (factors or {}).get(key, 1.0))
-        if _judged(tol, what):
-            try:
-                assert_close(actual[key], expected[key], tol, what=f"{label}{what}: {key}", name=f"{what}: {key.split('/')[0]}")
-            except ToleranceExceeded as exc:
-                raise ModelMismatch(str(exc)) from None
+        _count_loose(tol)
+        try:
+            assert_close(actual[key], expected[key], tol, what=f"{label}{what}: {key}", name=f"{what}: {key.split('/')[0]}")
+        except ToleranceExceeded as exc:
+            raise ModelMismatch(str(exc)) from None
     grads = sorted(k for k in expected if k.startswith("grad/"))
-    bwd = _conditioned(bwd, (factors or {}).get("grad", 1.0))
-    if grads and _judged(bwd, what):
-        _compare_gradients({k: actual[k] for k in grads}, {k: expected[k] for k in grads}, bwd, what, label)
+    if grads:
+        if grad_scales is None:  # no magnitudes: the softmax factor stands in for the terms' scale
+            bwd = _conditioned(bwd, (factors or {}).get("grad", 1.0))
+        _count_loose(bwd)
+        _compare_gradients({k: actual[k] for k in grads}, {k: expected[k] for k in grads}, bwd, what, label,
+                           grad_scales or {})
 
 
-def _judged(tol: Tolerance, what: str) -> bool:
+def _count_loose(tol: Tolerance) -> None:
     if tol.rtol <= UNJUDGED_RTOL:
-        return True
+        return
     recorder = evidence.current()
     if recorder is not None:
-        recorder.notes["unjudged comparisons (ill-conditioned case)"] = (
-            int(recorder.notes.get("unjudged comparisons (ill-conditioned case)", 0)) + 1)
-    return False
+        recorder.notes[LOOSE_NOTE] = int(recorder.notes.get(LOOSE_NOTE, 0)) + 1
 
 
 def _compare_gradients(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tol: Tolerance,
-                       what: str, label: str) -> None:
+                       what: str, label: str, scales: Mapping[str, float]) -> None:
+    """Per named gradient tensor, each against its own scale; the worst ratio is the evidence."""
     __tracebackhide__ = True
-    scale = max(float(np.max(np.abs(v), initial=0.0)) for v in expected.values())
-    errors = {}
+    ratios: dict[str, tuple[float, float, float]] = {}  # key -> (relative error, abs error, scale)
     for key, e in expected.items():
         a = np.asarray(actual[key], dtype=np.float64)
         if a.shape != e.shape:
             raise ModelMismatch(f"{label}{what}: {key} has shape {a.shape}, but should be {e.shape}")
         if not np.all(np.isfinite(a)):
             raise ModelMismatch(f"{label}{what}: {key} has non-finite entries, the other run's are finite")
-        errors[key] = float(np.max(np.abs(a - e), initial=0.0))
-    worst = max(errors, key=lambda k: errors[k])
-    rel = errors[worst] / scale if scale > 0 else (0.0 if errors[worst] == 0 else float("inf"))
-    evidence.check(f"{what}: gradients", observed=rel, tolerance=tol.rtol, basis=tol.why, worst=worst)
+        err = float(np.max(np.abs(a - e), initial=0.0))
+        scale = max(float(np.max(np.abs(e), initial=0.0)), float(scales.get(key, 0.0)))
+        rel = err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
+        ratios[key] = (rel, err, scale)
+    worst = max(ratios, key=lambda k: ratios[k][0])
+    rel, err, scale = ratios[worst]
+    evidence.check(f"{what}: gradients", observed=rel, tolerance=tol.rtol, basis=tol.why, worst=worst,
+                   tensors=len(ratios))
     if not rel <= tol.rtol:
+        bad = sorted(k for k, v in ratios.items() if not v[0] <= tol.rtol)
         raise ModelMismatch(
-            f"{label}{what}: gradients: max|actual - expected| / max|expected gradient| = {rel:.3e}, but should be <= "
-            f"{tol.rtol:.3e} [{tol.why}]; worst in {worst}: max abs error {errors[worst]:.3e}, largest gradient "
-            f"entry {scale:.3e}"
+            f"{label}{what}: gradients: {worst}: max|actual - expected| / max(max|expected|, sum of |terms|) = "
+            f"{rel:.3e}, but should be <= {tol.rtol:.3e} [{tol.why}]; worst in {worst}: max abs error {err:.3e}, "
+            f"scale {scale:.3e}; tensors outside their bound: {bad}"
         )

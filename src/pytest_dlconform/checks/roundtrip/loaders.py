@@ -4,6 +4,7 @@ signature; :func:`load` verifies the seal first."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -244,7 +245,7 @@ def _state_dict(path: Path, spec: ModelSpec | None, device: str | None = None) -
     if spec is None:
         raise ArtifactError("load state-dict", path, "a state_dict needs the model's code: pass the ModelSpec")
     state = torch.load(str(path), weights_only=True, map_location=device or "cpu")
-    module = build_torch(ModelSpec(spec.in_features, spec.layers, spec.dtype, spec.seed + 1), torch).to(device or "cpu")
+    module = build_torch(dataclasses.replace(spec, seed=spec.seed + 1), torch).to(device or "cpu")
     module.load_state_dict(state, strict=True)  # a fresh model with other weights: all must come from the file
     return _TorchModule(module.eval())
 

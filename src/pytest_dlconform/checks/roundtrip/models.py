@@ -1,10 +1,13 @@
 """Small models from a spec, with their float64 numpy reference and their tolerances.
 
 :class:`ModelSpec` describes a layer stack (dense layers with activations, batch and layer
-normalisation with their buffers, dropout) with parameters drawn from its seed, so that
-torch, Keras, numpy and a fresh interpreter build the same model. :func:`numpy_forward`
-is the independent reference; :func:`forward_magnitude` and :func:`model_tolerance` state
-the error model the output oracles use.
+normalisation with their buffers, dropout; for the coverage models of :mod:`.zoo` also
+embedding, 1-D and 2-D convolution, max and average pooling, flatten, LSTM and GRU, and
+activations with non-default parameters) with parameters drawn from its seed, so that
+torch, Keras, numpy and a fresh interpreter build the same model. Tensors are channels
+last (Keras's layout); the torch builder permutes around the layers that want channels
+first. :func:`numpy_forward` is the independent reference; :func:`forward_magnitude` and
+:func:`model_tolerance` state the error model the output oracles use.
 """
 
 from __future__ import annotations
@@ -18,26 +21,46 @@ import numpy as np
 
 from ..numerics import Tolerance, combined, tolerance
 
-# Activation name -> Lipschitz constant (for the quantisation bound).
-ACTIVATIONS = {"linear": 1.0, "relu": 1.0, "tanh": 1.0, "sigmoid": 0.25, "elu": 1.0}
+# Activation name -> Lipschitz constant at the default parameter (for the quantisation bound);
+# :func:`lipschitz` takes a layer's own parameter into account.
+ACTIVATIONS = {"linear": 1.0, "relu": 1.0, "tanh": 1.0, "sigmoid": 0.25, "elu": 1.0, "leaky_relu": 1.0,
+               "gelu": 1.13, "gelu_tanh": 1.13, "softplus": 1.0, "selu": 1.7581}
+# What the generated dense stacks (:func:`model_specs`) draw from, as before the coverage
+# models existed (the TF.js suite's converter and runtime are checked on these).
+DENSE_ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "elu")
+# The parameter each activation documents, with its default (None: the activation has none).
+# leaky_relu's default differs: Keras LeakyReLU negative_slope=0.3 (0.2 for the "leaky_relu"
+# activation string), torch nn.LeakyReLU 0.01; specs always state it. softplus's is torch's
+# beta (threshold stays at its default 20); Keras's softplus has no parameter.
+ACTIVATION_PARAMETER = {"elu": ("alpha", 1.0), "leaky_relu": ("negative_slope", None), "softplus": ("beta", 1.0)}
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+SOFTPLUS_THRESHOLD = 20.0  # torch nn.Softplus default: linear above beta * x > 20
 KERAS_BN_EPS, KERAS_LN_EPS = 1e-3, 1e-3  # Keras defaults (keras.layers.BatchNormalization / LayerNormalization)
 TORCH_BN_EPS, TORCH_LN_EPS = 1e-5, 1e-5  # torch defaults (nn.BatchNorm1d / nn.LayerNorm)
+POOL = 2  # pooling layers: pool size and stride 2, 'valid'
+WEIGHTED = ("dense", "conv1d", "conv2d")  # layers with a kernel, a bias and an activation
+RECURRENT = ("lstm", "gru")
 
 
 @dataclass(frozen=True)
 class Layer:
-    kind: str  # dense | batchnorm | layernorm | dropout
-    width: int = 0  # dense only
-    activation: str = "linear"  # dense only
+    kind: str  # dense | batchnorm | layernorm | dropout | conv1d | conv2d | maxpool | avgpool | flatten | embedding | lstm | gru
+    width: int = 0  # dense units, conv filters, embedding size, recurrent units
+    activation: str = "linear"  # dense and conv only
     rate: float = 0.0  # dropout only
+    kernel: int = 0  # conv only: kernel size (square for conv2d), 'valid' padding, stride 1
+    param: float | None = None  # the activation's parameter (ACTIVATION_PARAMETER); None: its default
+    sequences: bool = False  # lstm/gru: return the whole sequence (else the last step)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    in_features: int
+    in_features: int  # the input's last dimension (channels); with ``vocab``, the sequence length
     layers: tuple[Layer, ...]
     dtype: str = "float32"
     seed: int = 0
+    shape: tuple[int, ...] = ()  # dimensions between batch and features: (T,) sequence, (H, W) image
+    vocab: int = 0  # > 0: the input is int32 token ids in [0, vocab), shape (N, in_features)
 
     @property
     def out_features(self) -> int:
@@ -46,6 +69,23 @@ class ModelSpec:
     @property
     def has_dropout(self) -> bool:
         return any(layer.kind == "dropout" for layer in self.layers)
+
+    @property
+    def input_dtype(self) -> str:
+        return "int32" if self.vocab else self.dtype
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The input's shape without the batch dimension."""
+        return (self.in_features,) if self.vocab else (*self.shape, self.in_features)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return layer_shapes(self)[-1]
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(layer.kind for layer in self.layers)
 
     def fan_ins(self) -> list[int]:
         width, fans = self.in_features, []
@@ -56,12 +96,18 @@ class ModelSpec:
         return fans
 
     def describe(self) -> str:
-        parts = [str(self.in_features)]
+        parts = [f"tokens[{self.vocab}]x{self.in_features}" if self.vocab else
+                 "x".join(str(d) for d in (*self.shape, self.in_features))]
         for layer in self.layers:
-            if layer.kind == "dense":
-                parts.append(f"dense{layer.width}" + ("" if layer.activation == "linear" else f"/{layer.activation}"))
+            if layer.kind in WEIGHTED:
+                act = "" if layer.activation == "linear" else f"/{layer.activation}"
+                act += "" if layer.param is None else f"({layer.param:g})"
+                size = f"{layer.kernel}:" if layer.kind != "dense" else ""
+                parts.append(f"{layer.kind}{size}{layer.width}" + act)
             elif layer.kind == "dropout":
                 parts.append(f"dropout{layer.rate:g}")
+            elif layer.kind in RECURRENT or layer.kind == "embedding":
+                parts.append(f"{layer.kind}{layer.width}" + ("/seq" if layer.sequences else ""))
             else:
                 parts.append(layer.kind)
         return " -> ".join(parts) + f" ({self.dtype}, seed {self.seed})"
@@ -72,19 +118,59 @@ class ModelSpec:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ModelSpec:
         layers = tuple(Layer(**layer) for layer in doc["layers"])
-        return cls(int(doc["in_features"]), layers, str(doc["dtype"]), int(doc["seed"]))
+        return cls(int(doc["in_features"]), layers, str(doc["dtype"]), int(doc["seed"]),
+                   tuple(int(d) for d in doc.get("shape", ())), int(doc.get("vocab", 0)))
+
+
+def layer_shapes(spec: ModelSpec) -> list[tuple[int, ...]]:
+    """The shape (without batch) before the first layer and after each layer."""
+    shape = spec.input_shape
+    out = [shape]
+    for layer in spec.layers:
+        if layer.kind in ("dense",):
+            shape = (*shape[:-1], layer.width)
+        elif layer.kind == "embedding":
+            shape = (*shape, layer.width)
+        elif layer.kind in ("conv1d", "conv2d"):
+            shape = (*(d - layer.kernel + 1 for d in shape[:-1]), layer.width)
+        elif layer.kind in ("maxpool", "avgpool"):
+            shape = (*(d // POOL for d in shape[:-1]), shape[-1])
+        elif layer.kind == "flatten":
+            shape = (int(np.prod(shape)),)
+        elif layer.kind in RECURRENT:
+            shape = (shape[0], layer.width) if layer.sequences else (layer.width,)
+        out.append(shape)
+    return out
+
+
+def lipschitz(layer: Layer) -> float:
+    """The activation's Lipschitz constant with the layer's parameter."""
+    p = layer.param
+    if layer.activation == "elu" and p is not None:
+        return max(1.0, abs(p))
+    if layer.activation == "leaky_relu" and p is not None:
+        return max(1.0, abs(p))
+    return ACTIVATIONS[layer.activation]
 
 
 def parameters(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
-    """Each layer's parameters and buffers, drawn from the spec's seed (float64)."""
+    """Each layer's parameters and buffers, drawn from the spec's seed (float64), in Keras's
+    layout (dense kernel (in, out), conv kernel (k[, k], in, out), LSTM gates i f c o, GRU
+    gates z r h with reset_after=True's two biases). Dense stacks draw exactly as before
+    the other kinds existed, so their models are unchanged."""
     rng = np.random.default_rng(spec.seed)
-    width, out = spec.in_features, []
-    for layer in spec.layers:
+    out = []
+    for layer, shape in zip(spec.layers, layer_shapes(spec)):
+        width = shape[-1]
         if layer.kind == "dense":
             bound = 1.0 / math.sqrt(width)  # the frameworks' own default init scale
             out.append({"kernel": rng.uniform(-bound, bound, (width, layer.width)) * 1.5,
                         "bias": rng.uniform(-0.5, 0.5, layer.width)})
-            width = layer.width
+        elif layer.kind in ("conv1d", "conv2d"):
+            window = (layer.kernel,) * (1 if layer.kind == "conv1d" else 2)
+            bound = 1.5 / math.sqrt(width * layer.kernel ** len(window))
+            out.append({"kernel": rng.uniform(-bound, bound, (*window, width, layer.width)),
+                        "bias": rng.uniform(-0.5, 0.5, layer.width)})
         elif layer.kind == "batchnorm":
             # Running statistics far from their initial 0/1, so a lost buffer changes outputs.
             out.append({"gamma": rng.uniform(0.5, 1.5, width), "beta": rng.uniform(-0.5, 0.5, width),
@@ -92,6 +178,15 @@ def parameters(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
                         "count": np.array(int(rng.integers(1, 1000)))})
         elif layer.kind == "layernorm":
             out.append({"gamma": rng.uniform(0.5, 1.5, width), "beta": rng.uniform(-0.5, 0.5, width)})
+        elif layer.kind == "embedding":
+            out.append({"table": rng.uniform(-1.0, 1.0, (spec.vocab, layer.width))})
+        elif layer.kind in RECURRENT:
+            gates, units = (4 if layer.kind == "lstm" else 3), layer.width
+            # Recurrent weights within 0.5/sqrt(units): each gate's recurrent term is at most
+            # 0.5 sqrt(units) <= 1 for the widths used, so errors do not grow from step to step.
+            out.append({"kernel": rng.uniform(-1.0, 1.0, (width, gates * units)) / math.sqrt(width),
+                        "recurrent": rng.uniform(-0.5, 0.5, (units, gates * units)) / math.sqrt(units),
+                        "bias": rng.uniform(-0.5, 0.5, (gates * units,) if gates == 4 else (2, gates * units))})
         else:
             out.append({})
     return out
@@ -99,7 +194,7 @@ def parameters(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
 
 def model_specs(*, dtypes: Iterable[str] = ("float32", "float64"),
                 kinds: Iterable[str] = ("batchnorm", "layernorm", "dropout"),
-                activations: Iterable[str] = tuple(ACTIVATIONS), dense: tuple[int, int] = (1, 3),
+                activations: Iterable[str] = DENSE_ACTIVATIONS, dense: tuple[int, int] = (1, 3),
                 widths: tuple[int, int] = (1, 24), in_features: tuple[int, int] = (1, 12),
                 out_features: tuple[int, int] = (1, 4), hidden_activation_only: bool = False,
                 activations_for: Mapping[str, Iterable[str]] | None = None) -> Any:
@@ -143,24 +238,96 @@ def examples(n: int) -> Any:
 
 def example_inputs(spec: ModelSpec, batch_sizes: Iterable[int], seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.uniform(-3.0, 3.0, (b, spec.in_features)).astype(spec.dtype) for b in batch_sizes]
+    if spec.vocab:
+        return [rng.integers(0, spec.vocab, (b, *spec.input_shape)).astype(np.int32) for b in batch_sizes]
+    return [rng.uniform(-3.0, 3.0, (b, *spec.input_shape)).astype(spec.dtype) for b in batch_sizes]
 
 
 def numpy_forward(spec: ModelSpec, x: np.ndarray, *, bn_eps: float, ln_eps: float) -> np.ndarray:
     """The spec's inference forward pass in float64 numpy: an independent reference."""
-    h = np.asarray(x, dtype=np.float64)
+    h = np.asarray(x) if spec.vocab else np.asarray(x, dtype=np.float64)
     for layer, p in zip(spec.layers, parameters(spec)):
-        if layer.kind == "dense":
-            h = _activation(layer.activation, h @ p["kernel"] + p["bias"])
-        elif layer.kind == "batchnorm":
-            h = (h - p["mean"]) / np.sqrt(p["var"] + bn_eps) * p["gamma"] + p["beta"]
-        elif layer.kind == "layernorm":
-            mu, var = h.mean(axis=-1, keepdims=True), h.var(axis=-1, keepdims=True)
-            h = (h - mu) / np.sqrt(var + ln_eps) * p["gamma"] + p["beta"]
+        h = _layer_forward(layer, p, h, bn_eps=bn_eps, ln_eps=ln_eps)
     return h
 
 
-def _activation(name: str, h: np.ndarray) -> np.ndarray:
+def _layer_forward(layer: Layer, p: Mapping[str, np.ndarray], h: np.ndarray, *, bn_eps: float, ln_eps: float) -> np.ndarray:
+    if layer.kind == "dense":
+        return _activation(layer.activation, h @ p["kernel"] + p["bias"], layer.param)
+    if layer.kind in ("conv1d", "conv2d"):
+        return _activation(layer.activation, _conv(h, p["kernel"]) + p["bias"], layer.param)
+    if layer.kind == "batchnorm":
+        return (h - p["mean"]) / np.sqrt(p["var"] + bn_eps) * p["gamma"] + p["beta"]
+    if layer.kind == "layernorm":
+        mu, var = h.mean(axis=-1, keepdims=True), h.var(axis=-1, keepdims=True)
+        return (h - mu) / np.sqrt(var + ln_eps) * p["gamma"] + p["beta"]
+    if layer.kind in ("maxpool", "avgpool"):
+        return _pool(h, layer.kind)
+    if layer.kind == "flatten":
+        return h.reshape(h.shape[0], -1)
+    if layer.kind == "embedding":
+        return p["table"][np.asarray(h, dtype=np.int64)]
+    if layer.kind in RECURRENT:
+        seq = (_lstm if layer.kind == "lstm" else _gru)(h, p)
+        return seq if layer.sequences else seq[:, -1]
+    return h  # dropout: the identity at inference
+
+
+def _conv(h: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """'valid' cross-correlation, stride 1, channels last; kernel (k[, k], in, out)."""
+    window = kernel.shape[:-2]
+    axes = tuple(range(1, 1 + len(window)))
+    win = np.lib.stride_tricks.sliding_window_view(h, window, axis=axes)  # (N, *out, C, *window)
+    if len(window) == 1:
+        return np.einsum("ntci,ico->nto", win, kernel)
+    return np.einsum("nhwcij,ijco->nhwo", win, kernel)
+
+
+def _pool(h: np.ndarray, kind: str) -> np.ndarray:
+    spatial = h.shape[1:-1]
+    kept = tuple(d // POOL * POOL for d in spatial)
+    h = h[(slice(None),) + tuple(slice(0, d) for d in kept)]
+    shape = [h.shape[0]]
+    for d in kept:
+        shape += [d // POOL, POOL]
+    blocks = h.reshape(*shape, h.shape[-1])
+    axes = tuple(2 + 2 * i for i in range(len(kept)))
+    return blocks.max(axis=axes) if kind == "maxpool" else blocks.mean(axis=axes)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def _lstm(x: np.ndarray, p: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Keras LSTM (gates i f c o, tanh, sigmoid recurrent activation), zero initial state."""
+    units = p["recurrent"].shape[0]
+    h, c, outs = np.zeros((x.shape[0], units)), np.zeros((x.shape[0], units)), []
+    for t in range(x.shape[1]):
+        z = x[:, t] @ p["kernel"] + h @ p["recurrent"] + p["bias"]
+        i, f, g, o = (z[:, k * units:(k + 1) * units] for k in range(4))
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        h = _sigmoid(o) * np.tanh(c)
+        outs.append(h)
+    return np.stack(outs, axis=1)
+
+
+def _gru(x: np.ndarray, p: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Keras GRU with reset_after=True (torch's formulation): gates z r h, zero initial state."""
+    units = p["recurrent"].shape[0]
+    h, outs = np.zeros((x.shape[0], units)), []
+    for t in range(x.shape[1]):
+        xz = x[:, t] @ p["kernel"] + p["bias"][0]
+        hz = h @ p["recurrent"] + p["bias"][1]
+        z = _sigmoid(xz[:, :units] + hz[:, :units])
+        r = _sigmoid(xz[:, units:2 * units] + hz[:, units:2 * units])
+        cand = np.tanh(xz[:, 2 * units:] + r * hz[:, 2 * units:])
+        h = z * h + (1.0 - z) * cand
+        outs.append(h)
+    return np.stack(outs, axis=1)
+
+
+def _activation(name: str, h: np.ndarray, param: float | None = None) -> np.ndarray:
     if name == "relu":
         return np.maximum(h, 0.0)
     if name == "tanh":
@@ -168,8 +335,24 @@ def _activation(name: str, h: np.ndarray) -> np.ndarray:
     if name == "sigmoid":
         return 1.0 / (1.0 + np.exp(-h))
     if name == "elu":
-        return np.where(h > 0, h, np.expm1(np.minimum(h, 0.0)))
+        alpha = 1.0 if param is None else param
+        return np.where(h > 0, h, alpha * np.expm1(np.minimum(h, 0.0)))
+    if name == "leaky_relu":
+        return np.where(h >= 0, h, (0.2 if param is None else param) * h)
+    if name == "gelu":  # exact: x Phi(x)
+        return 0.5 * h * (1.0 + _erf(h / math.sqrt(2.0)))
+    if name == "gelu_tanh":
+        return 0.5 * h * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3)))
+    if name == "softplus":
+        beta = 1.0 if param is None else param
+        return np.where(beta * h > SOFTPLUS_THRESHOLD, h, np.logaddexp(0.0, beta * h) / beta)
+    if name == "selu":
+        return SELU_SCALE * np.where(h > 0, h, SELU_ALPHA * np.expm1(np.minimum(h, 0.0)))
     return h
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
 def forward_magnitude(spec: ModelSpec, x: np.ndarray, *, bn_eps: float, ln_eps: float) -> float:
@@ -178,25 +361,40 @@ def forward_magnitude(spec: ModelSpec, x: np.ndarray, *, bn_eps: float, ln_eps: 
     Rounding in a dot product is bounded by its terms, not its result
     (|fl(h W) - h W| <= gamma_n |h| |W|), so a normwise error relative to max|output| is
     unbounded when an output cancels. Running the network on magnitudes (|h| |W| + |b|,
-    scaled by each activation's Lipschitz constant and by each normalisation's factor)
-    gives a scale s with error <= (sum of the layers' gamma) * max(s): the budget
-    :func:`model_tolerance` states.
+    scaled by each activation's Lipschitz constant and by each normalisation's factor; a
+    pooling layer pools the magnitudes) gives a scale s with error <= (sum of the layers'
+    gamma) * max(s): the budget :func:`model_tolerance` states. A recurrent layer over T
+    steps: each step's gate terms are at most G = max(|x_t| |W|) + max row sum |U| + max|b|
+    (the state |h| <= 1), so each gate errs by gamma (G + 1); the cell c_t = f c_{t-1} + i g
+    (|c_t| <= t) adds |c_{t-1}| e_f + e_i + e_g <= (t + 2) gamma (G + 1) a step, and with
+    recurrent weights that do not amplify (:func:`parameters`) the steps add:
+    scale T (T + 4) / 2 (G + 1), carried on as the layer's magnitude (conservative: later
+    layers measure their own rounding against it too).
     """
-    h = np.asarray(x, dtype=np.float64)
-    m = np.abs(h)
+    h = np.asarray(x) if spec.vocab else np.asarray(x, dtype=np.float64)
+    m = np.abs(h).astype(np.float64)
     for layer, p in zip(spec.layers, parameters(spec)):
+        new = _layer_forward(layer, p, h, bn_eps=bn_eps, ln_eps=ln_eps)
         if layer.kind == "dense":
-            z = h @ p["kernel"] + p["bias"]
-            h = _activation(layer.activation, z)
-            m = np.maximum(ACTIVATIONS[layer.activation] * (m @ np.abs(p["kernel"]) + np.abs(p["bias"])), np.abs(h))
+            m = np.maximum(lipschitz(layer) * (m @ np.abs(p["kernel"]) + np.abs(p["bias"])), np.abs(new))
+        elif layer.kind in ("conv1d", "conv2d"):
+            m = np.maximum(lipschitz(layer) * (_conv(m, np.abs(p["kernel"])) + np.abs(p["bias"])), np.abs(new))
         elif layer.kind == "batchnorm":
             a = p["gamma"] / np.sqrt(p["var"] + bn_eps)
-            h = (h - p["mean"]) * a + p["beta"]
             m = np.abs(a) * (m + np.abs(p["mean"])) + np.abs(p["beta"])
         elif layer.kind == "layernorm":
             mu, sd = h.mean(axis=-1, keepdims=True), np.sqrt(h.var(axis=-1, keepdims=True) + ln_eps)
-            h = (h - mu) / sd * p["gamma"] + p["beta"]
             m = np.abs(p["gamma"]) * (m + np.abs(mu)) / sd + np.abs(p["beta"])
+        elif layer.kind in ("maxpool", "avgpool", "flatten"):
+            m = _layer_forward(layer, p, m, bn_eps=bn_eps, ln_eps=ln_eps)
+        elif layer.kind == "embedding":
+            m = np.abs(new)
+        elif layer.kind in RECURRENT:
+            steps = h.shape[1]
+            gate = float(np.max(m @ np.abs(p["kernel"]), initial=0.0)) + float(np.abs(p["recurrent"]).sum(axis=0).max())
+            gate += float(np.abs(p["bias"]).max()) + 1.0  # + 1: the cell update's own roundings
+            m = np.full(new.shape, steps * (steps + 4) / 2 * gate)
+        h = new
     return float(np.max(m)) if m.size else 0.0
 
 
@@ -210,21 +408,27 @@ def model_tolerance(spec: ModelSpec, dtype: str | None = None, *, device: str = 
                     framework: str | None = None) -> Tolerance:
     """Two independent evaluations of the spec's forward pass (e.g. torch and ONNX Runtime).
 
-    Per dense layer a dot product over its fan-in plus bias and activation; a
-    normalisation layer reduces over the width. Forward error bound per evaluation from
-    :func:`numerics.tolerance`; two evaluations compared with each other add.
+    Per dense or conv layer a dot product over its fan-in (kernel window x channels) plus
+    bias and activation; a normalisation layer reduces over the width; pooling one rounding
+    (average) per layer; a recurrent layer about ten roundings a step (two products, four
+    gate functions, the cell update; its steps are in :func:`forward_magnitude`'s scale) over
+    input plus units. Forward error bound per evaluation from :func:`numerics.tolerance`;
+    two evaluations compared with each other add.
     """
-    ops = sum(3 if layer.kind == "dense" else 6 if layer.kind in ("batchnorm", "layernorm") else 0 for layer in spec.layers)
-    reduction = sum(spec.fan_ins()) + sum(_width_before(spec, i) for i, layer in enumerate(spec.layers)
-                                          if layer.kind == "layernorm")
+    ops, reduction = 0, 0
+    for layer, shape in zip(spec.layers, layer_shapes(spec)):
+        if layer.kind in WEIGHTED:
+            ops += 3
+            reduction += shape[-1] * (layer.kernel ** (1 if layer.kind == "conv1d" else 2) if layer.kind != "dense" else 1)
+        elif layer.kind in ("batchnorm", "layernorm"):
+            ops += 6
+            reduction += shape[-1] if layer.kind == "layernorm" else 0
+        elif layer.kind == "avgpool":
+            ops += 1
+            reduction += POOL ** (len(shape) - 1)
+        elif layer.kind in RECURRENT:
+            ops += 10
+            reduction += shape[-1] + layer.width
     # matmul=True: on a GPU TensorFlow runs float32 matmuls in TF32 by default.
     one = tolerance(dtype or spec.dtype, ops=ops, reduction=reduction, device=device, framework=framework, matmul=True)
     return combined(one, one)
-
-
-def _width_before(spec: ModelSpec, index: int) -> int:
-    width = spec.in_features
-    for layer in spec.layers[:index]:
-        if layer.kind == "dense":
-            width = layer.width
-    return width
