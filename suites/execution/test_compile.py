@@ -44,6 +44,10 @@ FIXED_PROGRAM = Program(
     (Op("matmul", (("transpose_a", False), ("transpose_b", False)), (0, 1)), Op("tanh"),
      Op("logsumexp", (("dims", (1,)), ("keepdims", True))), Op("sin")),
 )
+# torch.compile's documented modes beside "default" that run on a CPU (reduce-overhead adds
+# CUDA graphs only on CUDA); an elementwise program, so max-autotune has no GEMM to benchmark.
+INDUCTOR_MODES = ("reduce-overhead", "max-autotune-no-cudagraphs")
+MODE_PROGRAM = Program(((4, 3),), (Op("tanh"), Op("sin")))
 
 
 def _require_backend(torch: Any, name: str, device: str) -> None:
@@ -94,20 +98,34 @@ def _generated_programs(torch: Any, name: str, device: str) -> Callable[[], None
     return prop
 
 
-def _fixed_program(torch: Any, name: str, device: str, shared: dict[Any, Any]) -> Callable[[], None]:
+def _inductor_mode(torch: Any, mode: str) -> CountingBackend:
+    """Inductor with the configuration torch.compile(mode=...) applies (the documented
+    torch._inductor.list_mode_options(mode)), wrapped so that its compiled runs are counted."""
+    inductor = torch._dynamo.lookup_backend("inductor")
+    patches = torch._inductor.list_mode_options(mode)
+
+    def inner(gm: Any, example_inputs: Any) -> Any:
+        return inductor(gm, example_inputs, config_patches=patches)
+
+    inner.__name__ = f"inductor_{mode}"
+    return CountingBackend(torch, inner)
+
+
+def _fixed_program(torch: Any, name: str, device: str, shared: dict[Any, Any], program: Program = FIXED_PROGRAM,
+                   mode: str | None = None, examples: int = 20) -> Callable[[], None]:
     dtype = "float32"
-    key = ("compile-equivalence", name, FIXED_PROGRAM, dtype, device)
+    key = ("compile-equivalence", name, program, dtype, device, mode)
     if key not in shared:
-        fn = FIXED_PROGRAM.build("torch", dtype)
-        backend = CountingBackend(torch, name)
+        fn = program.build("torch", dtype)
+        backend = CountingBackend(torch, name) if mode is None else _inductor_mode(torch, mode)
         shared[key] = (fn, torch.compile(fn, backend=backend), backend)
     fn, compiled, backend = shared[key]
+    label = f"torch.compile(backend={name!r}" + ("" if mode is None else f", mode={mode!r}") + ")"
 
-    @budget(20)
-    @given(recipe=input_recipes(FIXED_PROGRAM.n_inputs))
+    @budget(examples)
+    @given(recipe=input_recipes(program.n_inputs))
     def prop(recipe: Any) -> None:
-        _check_case(torch, fn, compiled, backend, ProgramCase.from_recipe(FIXED_PROGRAM, recipe), dtype, device,
-                    f"torch.compile(backend={name!r})")
+        _check_case(torch, fn, compiled, backend, ProgramCase.from_recipe(program, recipe), dtype, device, label)
 
     def run() -> None:
         prop()
@@ -127,6 +145,42 @@ def test_compiled_equals_eager_and_really_compiled(torch, dl_device, compiled_fu
         _generated_programs(torch, backend, dl_device)()
     else:
         _fixed_program(torch, backend, dl_device, compiled_functions)()
+    evidence.covers(f"backend={backend}")
+    if backend == "inductor":  # the modes compile with inductor: after its first (cold) compile
+        evidence.covers("mode=default")
+        for mode in INDUCTOR_MODES:
+            _fixed_program(torch, backend, dl_device, compiled_functions, MODE_PROGRAM, mode, examples=3)()
+            evidence.covers(f"mode={mode}")
+
+
+def _branching(torch: Any) -> Callable[[Any], Any]:
+    """A data-dependent Python branch: dynamo breaks the graph there (two graphs and a resume)."""
+    return fresh_function({"torch": torch}, "y = torch.sin(x)\nif y.sum() > 0:\n    return y * 2.0\nreturn y - 1.0")
+
+
+@pytest.mark.claim("execution.compile.equivalence")
+@budget(3)
+@given(recipe=input_recipes(FIXED_PROGRAM.n_inputs))
+def test_fullgraph_gives_one_graph_and_refuses_a_graph_break(torch, dl_device, recipe):
+    torch._dynamo.reset()
+    fn = FIXED_PROGRAM.build("torch", "float32")
+    backend = CountingBackend(torch, "eager")
+    compiled = torch.compile(fn, backend=backend, fullgraph=True)
+    _check_case(torch, fn, compiled, backend, ProgramCase.from_recipe(FIXED_PROGRAM, recipe), "float32", dl_device,
+                "torch.compile(fullgraph=True)")
+    assert backend.compiles == 1, f"fullgraph=True compiled {backend.compiles} graphs for a program without breaks"
+    branching = _branching(torch)
+    x = torch.tensor(ProgramCase.from_recipe(FIXED_PROGRAM, recipe).inputs[0], dtype=torch.float32)
+    broken = CountingBackend(torch, "eager")
+    out = torch.compile(branching, backend=broken)(x)  # fullgraph=False (the default): a graph break
+    assert torch.equal(out, branching(x)), "torch.compile(fullgraph=False) with a graph break differs from eager"
+    assert broken.compiles >= 2 and broken.runs >= 2, (
+        f"a data-dependent branch should split the function into graphs; compiled {broken.compiles}, ran {broken.runs}")
+    evidence.covers("fullgraph=False")
+    # Documented: with fullgraph=True "if there are graph breaks, then this will raise an error".
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="Data-dependent branching"):
+        torch.compile(_branching(torch), backend=CountingBackend(torch, "eager"), fullgraph=True)(x)
+    evidence.covers("fullgraph=True")
 
 
 def _shape_sequences() -> st.SearchStrategy[list[tuple[str, tuple[int, ...]]]]:
@@ -138,10 +192,13 @@ def _shape_sequences() -> st.SearchStrategy[list[tuple[str, tuple[int, ...]]]]:
 @budget(12)
 @given(calls=_shape_sequences(), dynamic=st.sampled_from([None, True, False]))
 @example(calls=[("float32", (b, 3)) for b in (2, 3, 4, 5, 6)], dynamic=None)  # trial run: 2 graphs for 5 batch sizes
+@example(calls=[("float32", (2, 3)), ("float32", (3, 3)), ("float32", (3, 4))], dynamic=True)
+@example(calls=[("float32", (2, 3)), ("float32", (3, 3)), ("float64", (3, 3))], dynamic=False)
 def test_recompiles_follow_the_documented_rules(torch, calls, dynamic):
     torch._dynamo.reset()  # and a fresh code object: counts never depend on what ran before
     fn = fresh_function({"torch": torch}, "return torch.sin(x) * 2.0 + 1.0")
     check_compile_counts(torch, fn, calls, dynamic=dynamic)
+    evidence.covers(f"dynamic={dynamic}")
 
 
 @pytest.mark.claim("execution.compile.recompile-on-shape")
@@ -155,3 +212,4 @@ def test_past_the_recompile_limit_unseen_shapes_run_eagerly(torch):
     # eagerly without an error, and a shape compiled before still runs its compiled graph.
     assert [s.compiles for s in steps[-3:]] == [limit] * 3 and [s.runs for s in steps[-3:]] == [0, 0, 1]
     evidence.note(recompile_limit=limit)
+    evidence.covers("recompile_limit")

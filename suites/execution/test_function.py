@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from pytest_dlconform.api import assert_close, budget, evidence, tolerance
-from pytest_dlconform.api.programs import program_cases
+from pytest_dlconform.api.programs import Op, Program, ProgramCase, program_cases
 from pytest_dlconform.api.tracing import (
     Arg,
     array_args,
@@ -27,6 +27,8 @@ from pytest_dlconform.api.tracing import (
     python_args,
 )
 
+from ._train_reference import assert_step, hyper, loss_tolerance, reference_step
+
 FLOATS = ("float32", "float64")
 CASES = program_cases(max_ops=4, n_inputs=(1, 2), max_side=4)
 
@@ -36,9 +38,12 @@ def error_bound(case: Any, dtype: str, device: str) -> float:
 
 
 @pytest.mark.claim("execution.function.eager-equivalence")
-@budget(12)
-@given(case=CASES, dtype=st.sampled_from(FLOATS), jit_compile=st.sampled_from([None, False, True]))
+@pytest.mark.parametrize("jit_compile", [None, False, True])
+@budget(4)
+@given(case=CASES, dtype=st.sampled_from(FLOATS))
 def test_function_equals_eager_on_generated_programs(tf, dl_device, case, dtype, jit_compile):
+    # A known divergence with its own test below: grappler's oneDNN fusion of mish in float32.
+    assume(not (dtype == "float32" and jit_compile is not True and any(op.name == "mish" for op in case.program.ops)))
     f = case.program.build("tensorflow", dtype)
     xs = [tf.constant(x, dtype=getattr(tf, dtype)) for x in case.inputs]
     eager = f(xs).numpy()
@@ -58,6 +63,30 @@ def test_function_equals_eager_on_generated_programs(tf, dl_device, case, dtype,
     assert_within(graph, eager, 2 * bound, what=f"tf.function(jit_compile={jit_compile}) vs eager ({dtype})")
     bitwise = bool(np.array_equal(graph, eager, equal_nan=True))
     evidence.note(**{f"bitwise_equal_{dtype}_jit_{jit_compile}": bitwise})
+    evidence.covers(f"jit_compile={jit_compile}")
+
+
+MISH = Program(((3000,),), (Op("mish"),))
+
+
+@pytest.mark.claim("execution.function.eager-equivalence")
+def test_function_mish_float32_equals_eager(tf, dl_device):
+    """mish (x * tanh(softplus(x))) in float32 under tf.function, where grappler fuses it with
+    oneDNN (findings/tf_onednn_fused_mish_float32.py): checked apart from the generated
+    programs so that the known divergence (x < -4) is pinned to its inputs and hides nothing
+    else; x >= -4 must hold here as everywhere."""
+    x = np.linspace(-25.0, 5.0, 3001)
+    x = x[x != 0].astype(np.float32).astype(np.float64)
+    f = MISH.build("tensorflow", "float32")
+    xt = [tf.constant(x, tf.float32)]
+    eager, graph = f(xt).numpy(), tf.function(f)(xt).numpy()
+    for part, keep in (("x >= -4", x >= -4.0), ("x < -4", x < -4.0)):
+        case = ProgramCase(Program(((int(keep.sum()),),), MISH.ops), [x[keep]])
+        bound = program_error_bound(case, "float32", device=dl_device, framework="tensorflow")
+        reference = MISH.numpy([x])[keep]
+        assert_within(eager[keep], reference, bound, what=f"eager mish (float32, {part}) vs float64 reference")
+        assert_within(graph[keep], reference, bound, what=f"tf.function mish (float32, {part}) vs float64 reference")
+    evidence.covers("jit_compile=None")
 
 
 def _what_the_body_sees(tf: Any, values: tuple[Any, ...]) -> dict[str, Any]:
@@ -112,6 +141,7 @@ def test_tracing_runs_the_body_on_symbolic_tensors(tf, args):
     assert debug["executing_eagerly"] is True and not any(s[0] == "tensor" and s[1] for s in debug["args"]), (
         f"under run_functions_eagerly(True) the body saw {debug}")
     evidence.note(traced_executing_eagerly=False, run_functions_eagerly_executing_eagerly=True)
+    evidence.covers("traced", "called-eagerly", "run_functions_eagerly=True")
 
 
 @pytest.mark.claim("execution.function.side-effects-at-trace")
@@ -143,6 +173,7 @@ def test_python_side_effects_run_once_per_trace_tf_ops_every_call(tf, calls):
     python_prints = stdout.getvalue().split().count("traced")
     assert python_prints == steps[-1].api_count, f"print ran {python_prints} times for {steps[-1].api_count} traces"
     evidence.note(calls=len(calls), traces=steps[-1].api_count, python_prints=python_prints, tf_print_lines=printed)
+    evidence.covers("print", "list.append", "tf.print", "Variable.assign_add")
 
 
 # ------------------------------------------------------------------ the seed's train_step
@@ -155,6 +186,9 @@ OPTIMIZERS = {
     # flip the sign of a near-zero first step (m/sqrt(v) = g/|g| when epsilon is tiny).
     "adam": (lambda k: k.optimizers.Adam(learning_rate=0.05, epsilon=1.0), True),
 }
+# The same hyperparameters for the independent float64 reference (_train_reference).
+HYPER = {"sgd": hyper("sgd", 0.05), "sgd-momentum": hyper("sgd-momentum", 0.05, momentum=0.9),
+         "adam": hyper("adam", 0.05, epsilon=1.0)}
 
 
 def _model(keras: Any, seed: int) -> Any:
@@ -176,10 +210,41 @@ def _seed_train_step(tf: Any, model: Any, loss_fn: Any, optimizer: Any) -> Any:
     return train_step
 
 
+def _slots(optimizer: Any, model: Any) -> dict[str, list[np.ndarray]]:
+    """The optimizer's slot variables per trainable variable (zeros before the first step builds them)."""
+    zeros = [np.zeros(tuple(v.shape), np.float32) for v in model.trainable_variables]
+    out = {}
+    for kind in ("momentum", "velocity"):
+        found = [np.asarray(v.numpy()) for v in optimizer.variables if v.path.endswith(f"_{kind}")] if optimizer.built else []
+        out[kind] = found or zeros
+    return out
+
+
+def _check_against_reference(tf: Any, name: str, model: Any, optimizer: Any, step: Any, x: np.ndarray, y: np.ndarray,
+                             what: str) -> tuple[Any, bool]:
+    """Run one eager step and compare it with the documented update in float64, from the same
+    state; returns (loss, whether the reference judged it: not when a relu decision lies within
+    float32 rounding of its threshold, where either side conforms)."""
+    before = [np.asarray(w) for w in model.get_weights()]
+    slots, iteration = _slots(optimizer, model), int(optimizer.iterations.numpy())
+    loss = step(tf.constant(x), tf.constant(y))
+    ref_loss, ref_weights, bounds, margin = reference_step(HYPER[name], before, slots, iteration, x, y)
+    if margin <= 1.0:
+        return loss, False
+    assert_close(loss.numpy(), ref_loss, loss_tolerance(x.shape[0], before, x, y), what=f"{what}: loss vs float64 reference")
+    assert_step(model.get_weights(), ref_weights, bounds, what=f"{what}: {name} update vs the documented formula")
+    return loss, True
+
+
 @pytest.mark.claim("execution.function.train-step")
-@budget(4)
+@budget(1)
 @given(name=st.sampled_from(sorted(OPTIMIZERS)), prebuilt=st.booleans(),
        batches=st.lists(st.integers(2, 5), min_size=2, max_size=4), seed=st.integers(0, 2**16))
+# Every optimizer and both ways of building it, by construction (the slots created by the
+# first call, which traces twice, for the two optimizers that have slots; built beforehand).
+@example(name="sgd", prebuilt=False, batches=[3, 3, 5], seed=2)
+@example(name="sgd-momentum", prebuilt=True, batches=[2, 3], seed=1)
+@example(name="adam", prebuilt=False, batches=[4, 2], seed=3)
 def test_seed_train_step_trains_like_eager_and_traces_as_documented(tf, dl_device, keras_module, name, prebuilt, batches,
                                                                      seed):
     keras = keras_module
@@ -192,6 +257,7 @@ def test_seed_train_step_trains_like_eager_and_traces_as_documented(tf, dl_devic
     graph_opt, eager_opt = factory(keras), factory(keras)
     if prebuilt:
         graph_opt.build(graph_model.trainable_variables)
+        eager_opt.build(eager_model.trainable_variables)
     loss_fn = keras.losses.MeanSquaredError()
     calls = [(Arg.tensor("float32", b, 3), Arg.tensor("float32", b, 1)) for b in batches]
     steps = check_trace_counts(
@@ -201,12 +267,18 @@ def test_seed_train_step_trains_like_eager_and_traces_as_documented(tf, dl_devic
     eager_step = _seed_train_step(tf, eager_model, loss_fn, eager_opt)
     tol = tolerance("float32", ops=40 * len(batches), reduction=max(batches) * 4, device=dl_device, framework="tensorflow",
                     matmul=True)
+    judged = 0
     for i, (x, y) in enumerate(data):
-        loss = eager_step(tf.constant(x), tf.constant(y))
+        loss, ok = _check_against_reference(tf, name, eager_model, eager_opt, eager_step, x, y, f"step {i + 1}")
+        judged += ok
         assert_close(steps[i].output, loss.numpy(), tol, what=f"loss of step {i + 1} (tf.function vs eager)")
     for k, (a, b) in enumerate(zip(graph_model.get_weights(), eager_model.get_weights())):
         assert_close(a, b, tol, what=f"weight {k} after {len(batches)} steps (tf.function vs eager)")
-    evidence.note(optimizer=name, prebuilt=prebuilt, traces=[s.api_count for s in steps])
+    evidence.note(optimizer=name, prebuilt=prebuilt, traces=[s.api_count for s in steps],
+                  steps_judged_by_reference=judged, steps=len(batches))
+    evidence.covers(f"optimizer={name}", f"prebuilt={prebuilt}")
+    if judged:
+        evidence.covers("float64-reference")
 
 
 # ------------------------------------------------------------------ speed (measured only)
@@ -244,3 +316,4 @@ def test_function_speed_is_recorded_not_asserted(tf, dl_device):
         assert_close(graph_fn(x).numpy(), fn(x).numpy(), tol, what=f"{name}: tf.function vs eager")
         evidence.note(**{f"{name}_eager_us": eager_s * 1e6, f"{name}_function_us": graph_s * 1e6,
                          f"{name}_speedup": eager_s / graph_s})
+        evidence.covers(name.replace("_", "-"))

@@ -71,6 +71,9 @@ def test_autograd_records_the_path_that_ran(torch, program, x, w):
     loss2.backward()  # allowed with the graph retained: gradients accumulate
     assert_close(_numpy(x2.grad), 2.0 * grad, tol, what="gradient after two backward passes with retain_graph=True")
     evidence.note(decisions=len(run.decisions), second_backward_raised=saved)
+    evidence.covers("backward", "retain_graph=True")
+    if saved:
+        evidence.covers("retain_graph=False")
 
 
 def _trace(torch: Any, fn: Any, x0: Any) -> tuple[Any, list[warnings.WarningMessage]]:
@@ -108,3 +111,4 @@ def test_script_keeps_control_flow_trace_freezes_one_path(torch, program, x0, ot
         assert_close(_numpy(traced(xt)), frozen.y, tol, what="torch.jit.trace vs the path recorded at tracing")
         differs += run.decisions != runs[0].decisions
     evidence.note(inputs_on_another_path=differs, tracer_warnings=len(tracer_warnings))
+    evidence.covers("torch.jit.script", "torch.jit.trace")

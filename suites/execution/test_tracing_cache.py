@@ -38,15 +38,73 @@ def _distinct_signatures(calls: list[tuple[Arg, ...]]) -> int:
     return len({tuple(a.trace_type for a in args) for args in calls})
 
 
+def _kinds(calls: list[tuple[Arg, ...]]) -> set[str]:
+    return {a.kind for args in calls for a in args}
+
+
+def _transitions(calls: list[tuple[Arg, ...]]) -> set[str]:
+    """What made each unseen tensor argument new: its shape (same dtype and rank seen), its
+    dtype (same shape seen) or its rank (no earlier argument in that position had it)."""
+    found: set[str] = set()
+    for i, args in enumerate(calls):
+        for j, a in enumerate(args):
+            earlier = [c[j] for c in calls[:i] if c[j].kind != "python"]
+            if a.kind == "python" or not earlier or any(e.trace_type == a.trace_type for e in earlier):
+                continue
+            if all(len(e.shape) != len(a.shape) for e in earlier):
+                found.add("new-rank")
+            elif any(e.shape == a.shape for e in earlier):
+                found.add("new-dtype")
+            elif any(e.dtype == a.dtype and len(e.shape) == len(a.shape) for e in earlier):
+                found.add("new-shape")
+    return found
+
+
+def _generalisations(calls: list[tuple[Arg, ...]]) -> set[str]:
+    """The reduce_retracing cases a sequence reaches, per argument position."""
+    found: set[str] = set()
+    for j in range(len(calls[0]) if calls else 0):
+        seen = [c[j] for c in calls]
+        tensors = [a for a in seen if a.kind != "python"]
+        values = {repr(a.value) for a in seen if a.kind == "python"}
+        pairs = [(a, b) for a in tensors for b in tensors if a.dtype == b.dtype]
+        if any(len(a.shape) == len(b.shape) and a.shape != b.shape for a, b in pairs):
+            found.add("dims->None")
+        if any(len(a.shape) != len(b.shape) for a, b in pairs):
+            found.add("rank->unknown")
+        if len({a.dtype for a in tensors}) > 1:
+            found.add("dtype-kept")
+        if len(values) > 1:
+            found.add("python-value-kept")
+    return found
+
+
+def _python_kinds(calls: list[tuple[Arg, ...]]) -> set[str]:
+    found = set()
+    for args in calls:
+        for a in args:
+            if a.kind == "python":
+                v = a.value
+                found.add("python-nan" if isinstance(v, float) and v != v else
+                          "python-None" if v is None else f"python-{type(v).__name__}")
+            elif a.kind == "ndarray":
+                found.add("numpy-0d" if a.shape == () else "ndarray-spec")
+            else:
+                found.add("tf.Tensor")
+    return found
+
+
 @pytest.mark.claim("execution.function.trace-once-per-signature")
 @budget(20)
 @given(calls=_sequences(array_args((*FLOATS, "int32"), ("tensor", "ndarray"), max_rank=2, max_side=3)))
+@example(calls=[(T("float32", 2),), (Arg.ndarray("float32", 2),), (Arg.ndarray("float64", 2, 1),), (T("float32", 2),)])
 def test_one_trace_per_input_signature(tf, calls):
     steps = check_trace_counts(tf, calls)
     # Without options the model reduces to: one trace per distinct signature, ever.
     assert steps[-1].api_count == _distinct_signatures(calls), (
         f"{steps[-1].api_count} traces for {_distinct_signatures(calls)} distinct input signatures"
     )
+    evidence.covers(*({"tensor": "arg=tf.Tensor", "ndarray": "arg=np.ndarray"}[k] for k in _kinds(calls)))
 
 
 @pytest.mark.claim("execution.function.retrace-on-new-shape")
@@ -54,6 +112,7 @@ def test_one_trace_per_input_signature(tf, calls):
 @given(calls=_sequences(array_args((*FLOATS, "int32"), ("tensor",), max_rank=3, max_side=4)))
 @example(calls=[(T("float32", 2),), (T("float32", 2),), (T("float32", 3),), (T("float32", 2),),
                 (T("float64", 2),), (T("float32", 4),)])  # the trial run's sequence: 1,1,2,2,3,4
+@example(calls=[(T("float32", 2),), (T("float32", 2, 2),), (T("float32"),)])
 def test_new_shape_or_dtype_retraces_with_exact_spec(tf, calls):
     steps = check_trace_counts(tf, calls)
     for step in steps:  # never relaxed by itself: every trace has a fully known shape
@@ -61,6 +120,7 @@ def test_new_shape_or_dtype_retraces_with_exact_spec(tf, calls):
             assert all(isinstance(t, TensorType) and t.shape is not None and None not in t.shape for t in sig), (
                 f"{step.call} was traced with {sig}: tf.function relaxed a shape without reduce_retracing"
             )
+    evidence.covers(*_transitions(calls))
 
 
 @st.composite
@@ -88,11 +148,18 @@ def _compatible(spec: TensorType) -> st.SearchStrategy[Arg]:
 @example(case=([TensorType("float32", (None,))],
                [(T("float32", 2),), (T("float32", 5),), (T("float64", 5),), (T("float32", 2, 2),),
                 (Arg.ndarray("float64", 3),)]))
+@example(case=([TensorType("float32", None)], [(T("float32", 2),), (T("float32", 2, 3),), (T("float32"),)]))
 def test_input_signature_traces_once_and_rejects_other_dtypes(tf, case):
     signature, calls = case
     steps = check_trace_counts(tf, calls, input_signature=signature)
     assert steps[-1].api_count <= 1, f"{steps[-1].api_count} traces with an input_signature"
     evidence.note(rejected_calls=sum(s.error is not None for s in steps))
+    modes = {"None-dims" for spec in signature if spec.shape is not None and None in spec.shape}
+    modes |= {"unknown-rank" for spec in signature if spec.shape is None}
+    modes |= {"TypeError-on-incompatible" for s in steps if s.error is not None}
+    modes |= {"ndarray-converted" for s, args in zip(steps, calls) if s.error is None
+              and any(a.kind == "ndarray" for a in args)}
+    evidence.covers(*modes)
 
 
 @pytest.mark.claim("execution.function.reduce-retracing")
@@ -100,6 +167,7 @@ def test_input_signature_traces_once_and_rejects_other_dtypes(tf, case):
 @given(calls=_sequences(st.one_of(array_args(FLOATS, ("tensor", "ndarray"), max_rank=3, max_side=4),
                                   python_args((0, 1, 2.5)))))
 @example(calls=[(T("float32", 2),), (T("float32", 3),), (T("float32", 4),), (T("float32", 2, 2),), (T("float32", 7),)])
+@example(calls=[(T("float32", 2),), (T("float64", 2),), (Arg.python(0),), (Arg.python(1),), (T("float64", 3),)])
 def test_reduce_retracing_generalises_shapes(tf, calls):
     steps = check_trace_counts(tf, calls, reduce_retracing=True)
     plain = check_trace_counts(tf, calls)
@@ -108,6 +176,7 @@ def test_reduce_retracing_generalises_shapes(tf, calls):
         f"reduce_retracing=True traced {steps[-1].api_count} times, without it {plain[-1].api_count}"
     )
     evidence.note(traces_saved=plain[-1].api_count - steps[-1].api_count)
+    evidence.covers(*_generalisations(calls))
 
 
 @pytest.mark.claim("execution.function.python-args")
@@ -115,10 +184,11 @@ def test_reduce_retracing_generalises_shapes(tf, calls):
 @given(calls=_sequences(st.one_of(python_args(), array_args(FLOATS, ("tensor", "ndarray"), max_rank=1, max_side=2))))
 @example(calls=[(Arg.python(2),), (Arg.python(2.0),), (Arg.python(True),), (Arg.python(1),), (Arg.python(1.0),),
                 (Arg.ndarray("float32", 2),), (T("float32", 2),), (Arg.ndarray("float64"),), (Arg.python(float("nan")),),
-                (Arg.python(float("nan")),)])
+                (Arg.python(float("nan")),), (Arg.python(None),)])
 def test_python_values_key_by_value_arrays_by_spec(tf, calls):
     steps = check_trace_counts(tf, calls)
     # Python equality decides for Python values, TensorSpec for arrays and tensors alike.
     assert steps[-1].api_count == _distinct_signatures(calls), (
         f"{steps[-1].api_count} traces for {_distinct_signatures(calls)} distinct keys"
     )
+    evidence.covers(*_python_kinds(calls))
