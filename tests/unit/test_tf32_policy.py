@@ -11,13 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_dlconform.checks import tf32
-from pytest_dlconform.checks.numerics import TF32_ROUNDOFF, UNIT_ROUNDOFF, tolerance
+from pytest_dlconform.checks.numerics import TF32_ROUNDOFF, UNIT_ROUNDOFF, rounding_terms, tolerance
 
 F32 = UNIT_ROUNDOFF["float32"]
 
 
 def u_of(tol) -> float:
-    return tol.rtol / (16.0 * (8 + 4))  # CONDITION * (ops + reduction) for ops=8, reduction=4
+    return tol.rtol / rounding_terms(8, 4)  # numerics' rounding count for ops=8, reduction=4
 
 
 def tol(framework: str, device: str = "gpu", matmul: bool = True, dtype: str = "float32"):

@@ -19,10 +19,11 @@ Directions live in each element's own units: an element moves by at most ``h * s
 call are both probed at the same relative step; all norms below are taken in those
 units, which makes the check invariant to rescaling an input.
 
-A direction passes when ``|fd - g.u| <= rtol * scale + SAFETY * fd_error``, where
+A direction passes when ``|fd - g.u| <= rtol * scale + fd_error``, where
 ``scale = ||g*s|| * ||u/s||`` bounds ``|g.u|`` (Cauchy-Schwarz, over the inputs the
-direction moves) and ``fd_error`` is the finite-difference error estimated from the data:
-the gap between the two central differences plus a rounding bound. When the
+direction moves) and ``fd_error`` bounds the extrapolated difference's error (see
+:func:`_estimate`): the measured gap between the two central differences, the rounding
+that gap may hide, and the rounding of the extrapolation itself. When the
 finite-difference error is not small against the scale (of the whole gradient), the
 function is not smooth enough at that point, or its derivative drowns in the rounding
 noise of f, and the check cannot mean anything: :class:`InconclusiveCheck`, a harness
@@ -59,8 +60,8 @@ EPS: float = float(np.finfo(np.float64).eps)
 # normwise rounding error of order m * eps (Higham ch. 3), i.e. 1e-14..1e-12 for real
 # programs: sqrt(eps) leaves four or more orders of magnitude for deep or ill-conditioned
 # backward passes, while a wrong gradient is wrong by far more (a term, a sign, a factor
-# 1.001). The finite-difference error is accounted for separately (SAFETY * fd_error),
-# so rtol does not need to absorb it.
+# 1.001). The finite-difference error is accounted for separately (fd_error, a bound), so
+# rtol does not need to absorb it.
 DEFAULT_RTOL: float = math.sqrt(EPS)
 # Step, relative to each element's magnitude. The extrapolated value errs by about
 # c4*h**4 + eps/h (best near eps**(1/5) ~ 7.4e-4), but the error we can *certify* from two
@@ -71,9 +72,6 @@ DEFAULT_RTOL: float = math.sqrt(EPS)
 # (and an occasional miss of a 0.1% error on steep functions) with eps**(1/5); the price
 # is that a lone tanh saturates into "inconclusive" at |x| ~ 14 instead of ~ 15.
 STEP: float = EPS**0.25
-# The error estimate is an estimate: the gap between two differences can undershoot the
-# truth by a small factor when truncation and rounding partly cancel.
-SAFETY: float = 4.0
 # Above this fraction of the scale the finite differences are too noisy to judge.
 INCONCLUSIVE_FRACTION: float = 0.1
 # Elements much smaller than their input's RMS are stepped as if they were this large.
@@ -241,8 +239,9 @@ def _input_direction(rng: np.random.Generator, gs: list[Array], j: int) -> _Dire
 @dataclass(frozen=True)
 class _Estimate:
     value: float  # Richardson-extrapolated derivative of L along u
-    truncation: float  # |D(h/2) - D(h)|, about 3x the error of D(h/2), which bounds the extrapolation's
-    rounding: float
+    truncation: float  # |D(h/2) - D(h)|, the measured gap (see _estimate)
+    rounding: float  # bound on the extrapolation's rounding, (4 r2 + r1) / 3
+    gap_rounding: float = 0.0  # bound on the rounding inside the gap, r1 + r2
 
 
 def _probe(f: _Counted, xs: list[Array], u: list[Array], h: float) -> list[Array]:
@@ -250,16 +249,30 @@ def _probe(f: _Counted, xs: list[Array], u: list[Array], h: float) -> list[Array
 
 
 def _estimate(outs: list[Array], w: Array, h: float, f_error: float = 0.0) -> _Estimate:
+    """Richardson extrapolation of two central differences and a bound on its error.
+
+    With c2, c4 the Taylor coefficients of L along u, D(h) = L' + c2 h^2 + c4 h^4 + rho(h) and
+    R = (4 D(h/2) - D(h)) / 3 = L' - c4 h^4 / 4 + (4 rho(h/2) - rho(h)) / 3. The rounding
+    |rho(h)| <= r1 and |rho(h/2)| <= r2 come from bounds on L's rounding (below). The gap
+    G = D(h/2) - D(h) = -3/4 c2 h^2 - 15/16 c4 h^4 + rho(h/2) - rho(h). Where L is smooth on
+    the scale of the step, |c4| h^2 <= 0.6 |c2| (at h = eps^(1/4) relative to each element,
+    the fifth derivative over the third times h^2 s^2 / 20: only a kink or a feature narrower
+    than ~1e-4 of the element breaks it, and then the gap is large and the check
+    inconclusive), so |c4 h^4 / 4| <= 0.15 |c2| h^2 <= |3/4 c2 h^2 + 15/16 c4 h^4| <= |G| + r1 + r2.
+    Hence |R - L'| <= |G| + (r1 + r2) + (4 r2 + r1) / 3: the three fields, all bounds.
+    """
     ls = [float(np.vdot(w, y)) for y in outs]
-    # Rounding in L(x) is bounded by eps * sum|w*y| (the inner product's condition), not eps*|L|,
-    # plus what the caller says f's own evaluation may err by, absolutely, per element:
-    # some functions lose accuracy absolutely, not relative to |f| (logdet near I).
-    mags = [float(np.abs(w * y).sum()) + float(np.abs(w).sum()) * f_error / EPS for y in outs]
+    # L's rounding: the inner product of n terms rounds by at most gamma_n sum|w*y| (n u,
+    # Higham 3.1), f's outputs by eps |y| each (the contract of f, relative), plus what the
+    # caller says f may err by absolutely per element (f_error: logdet near I, programs).
+    n = max(1, w.size)
+    rel = EPS + n * EPS / 2
+    mags = [rel * float(np.abs(w * y).sum()) + float(np.abs(w).sum()) * f_error for y in outs]
     d1 = (ls[0] - ls[1]) / (2 * h)
     d2 = (ls[2] - ls[3]) / h
-    r1 = EPS * (mags[0] + mags[1]) / (2 * h)
-    r2 = EPS * (mags[2] + mags[3]) / h
-    return _Estimate((4 * d2 - d1) / 3, abs(d2 - d1), (4 * r2 + r1) / 3)
+    r1 = (mags[0] + mags[1]) / (2 * h)
+    r2 = (mags[2] + mags[3]) / h
+    return _Estimate((4 * d2 - d1) / 3, abs(d2 - d1), (4 * r2 + r1) / 3, r1 + r2)
 
 
 @dataclass(frozen=True)
@@ -277,11 +290,12 @@ class _Measurement:
 
     @property
     def fd_error(self) -> float:
-        return self.fd.truncation + self.fd.rounding
+        """Bound on |fd - true derivative| (_estimate): no safety factor, every term derived."""
+        return self.fd.truncation + self.fd.gap_rounding + self.fd.rounding
 
     @property
     def allowed(self) -> float:
-        return self.rtol * self.scale + SAFETY * self.fd_error
+        return self.rtol * self.scale + self.fd_error
 
     @property
     def ratio(self) -> float:
@@ -348,7 +362,8 @@ def check_vjp(
     ``f_error`` is an optional absolute bound on the rounding error of each element of
     ``f(xs)`` beyond eps * |f| (e.g. ``Program.error_bound``); it enters the finite
     differences' rounding estimate, so it widens the allowance by the error it implies
-    (SAFETY * f_error * sum|w| / h) and can make a direction inconclusive; rtol is unchanged.
+    (about 6 * f_error * sum|w| / h, see _estimate) and can make a direction inconclusive;
+    rtol is unchanged.
 
     Uses exactly ``4 * directions`` calls of f and one call of vjp; ``directions`` is raised
     to ``len(xs) + 1`` if smaller (one per input plus at least one random direction).

@@ -63,15 +63,16 @@ def float32_gradient_rtol(model: Any, inputs: Sequence[np.ndarray], framework: s
 
 def f_error_float32(f_value: np.ndarray) -> float:
     """Absolute per-element rounding of one float32 forward pass beyond eps64 * |f|, for
-    check_vjp's f_error: CONDITION units of float32 round-off of the largest output (a
-    well-conditioned forward pass rounds each output by a few ulps of the outputs' scale;
-    the worst-case bound of forward_tolerance, which adds every rounding with one sign, would
-    drown every finite difference taken at check_vjp's step). The finite differences'
-    own gap still measures the noise that is actually there."""
-    from ..numerics import CONDITION, UNIT_ROUNDOFF
+    check_vjp's f_error: one operation's rounding (numerics.OP_ROUNDING units of float32
+    round-off) at the scale of the largest output, the rounding of the last operation, which
+    each probe of the finite differences adds independently. It is a model of the noise, not
+    a worst case: the noise of the earlier roundings shows in the two differences' gap, which
+    check_vjp measures and allows; the worst-case bound of forward_tolerance, which adds every
+    rounding with one sign, would drown every finite difference taken at check_vjp's step."""
+    from ..numerics import OP_ROUNDING, UNIT_ROUNDOFF
 
     top = float(np.max(np.abs(f_value))) if f_value.size else 0.0
-    return CONDITION * UNIT_ROUNDOFF["float32"] * max(top, 1e-30)
+    return OP_ROUNDING * UNIT_ROUNDOFF["float32"] * max(top, 1e-30)
 
 
 class TreeMismatch(AssertionError):
