@@ -40,6 +40,7 @@ import numpy as np
 
 from ..checks.numerics import SMALLEST_NORMAL, UNIT_ROUNDOFF
 from .core import Array, Op, Params
+from .derivatives import DERIVATIVES, SELU_ALPHA, SELU_SCALE, TANGENT_TERMS, _sig
 from .errors import ULPS
 from .ops import OPS, TORCH_FLOAT64_GRADIENT
 from .program import Program
@@ -58,8 +59,6 @@ TORCH_KINK_RULES: Final = {
 }
 TF_API: Final = "https://www.tensorflow.org/api_docs/python/"
 TORCH_API: Final = "https://pytorch.org/docs/stable/generated/"
-SELU_ALPHA: Final = 1.6732632423543772848170429916717
-SELU_SCALE: Final = 1.0507009873554804934193349852946
 
 
 @dataclass(frozen=True)
@@ -155,79 +154,8 @@ def judge(edge: Edge, value: Array, grads: Sequence[Array] | None) -> float:
     return worst
 
 
-# --------------------------------------------------------------------------- analytic derivatives
-
-
-def _sig(x: Array) -> Array:
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def _sech2(x: Array) -> Array:
-    return 4.0 * _sig(2 * x) * _sig(-2 * x)
-
-
-def _gelu_d(x: Array, p: Params) -> Array:
-    if p["approximate"] == "tanh":
-        c, k = math.sqrt(2 / math.pi), 0.044715
-        z = c * (x + k * x**3)
-        return _sig(2 * z) + 0.5 * x * _sech2(z) * c * (1 + 3 * k * x * x)
-    return 0.5 * np.vectorize(math.erfc, otypes=[np.float64])(-x / math.sqrt(2)) + x * np.exp(-0.5 * x * x) / math.sqrt(
-        2 * math.pi)
-
-
-def _mish_d(x: Array, p: Params) -> Array:
-    t = np.tanh(np.logaddexp(0.0, x))
-    return t + x * _sech2(np.logaddexp(0.0, x)) * _sig(x)
-
-
-def _hardswish_d(x: Array, p: Params) -> Array:
-    return np.where(x <= -3, 0.0, np.where(x >= 3, 1.0, (2 * x + 3) / 6))
-
-
-#: f'(x) of each elementwise op, written to stay accurate (no spurious overflow) at extremes.
-DERIVATIVES: Final[dict[str, Callable[[Array, Params], Array]]] = {
-    "tanh": lambda x, p: _sech2(x),
-    "sigmoid": lambda x, p: _sig(x) * _sig(-x),
-    "sin": lambda x, p: np.cos(x),
-    "cos": lambda x, p: -np.sin(x),
-    "atan": lambda x, p: 1 / (1 + x * x),
-    "asinh": lambda x, p: 1 / np.hypot(1.0, x),
-    "erf": lambda x, p: 2 / math.sqrt(math.pi) * np.exp(-x * x),
-    "logsigmoid": lambda x, p: _sig(-x),
-    "gelu": _gelu_d,
-    "silu": lambda x, p: _sig(x) * (1 + x * _sig(-x)),
-    "mish": _mish_d,
-    "tanhshrink": lambda x, p: np.tanh(x) ** 2,
-    "square": lambda x, p: 2 * x,
-    "cube": lambda x, p: 3 * x * x,
-    "sqrt_c": lambda x, p: x / np.sqrt(x * x + p["c"]),
-    "log_c": lambda x, p: 2 * x / (x * x + p["c"]),
-    "rsqrt_c": lambda x, p: -x / (x * x + p["c"]) / np.sqrt(x * x + p["c"]),
-    "log1p_sq": lambda x, p: 2 * x / (1 + x * x),
-    "pow_c": lambda x, p: 2 * p["p"] * x * (x * x + p["c"]) ** (p["p"] - 1),
-    "exp_tanh": lambda x, p: p["k"] * _sech2(x) * np.exp(p["k"] * np.tanh(x)),
-    "relu": lambda x, p: np.where(x > 0, 1.0, 0.0),
-    "leaky_relu": lambda x, p: np.where(x > 0, 1.0, p["negative_slope"]),
-    "elu": lambda x, p: np.where(x > 0, 1.0, p["alpha"] * np.exp(np.minimum(x, 0.0))),
-    "selu": lambda x, p: SELU_SCALE * np.where(x > 0, 1.0, SELU_ALPHA * np.exp(np.minimum(x, 0.0))),
-    "celu": lambda x, p: np.where(x > 0, 1.0, np.exp(np.minimum(x, 0.0) / p["alpha"])),
-    "softplus": lambda x, p: np.where(p["beta"] * x > p["threshold"], 1.0, _sig(p["beta"] * x)),
-    "softsign": lambda x, p: 1 / (1 + np.abs(x)) ** 2,
-    "hardtanh": lambda x, p: np.where((x > p["min_val"]) & (x < p["max_val"]), 1.0, 0.0),
-    "relu6": lambda x, p: np.where((x > 0) & (x < 6), 1.0, 0.0),
-    "hardsigmoid": lambda x, p: np.where((x > -3) & (x < 3), 1 / 6, 0.0),
-    "hardswish": _hardswish_d,
-    "abs": lambda x, p: np.sign(x),
-}
-
-
 # --------------------------------------------------------------------------- the error model
 
-#: Ops whose documented formula is a composition that torch differentiates op by op (torch's
-#: softsign is input / (input.abs() + 1)): the tangent rule sums terms of these sizes, which
-#: cancel (1 / (1 + |x|) - |x| / (1 + |x|)**2), as OpSpec.deriv_scale says for tanhshrink.
-TANGENT_TERMS: Final[dict[str, Callable[[Array], Array]]] = {"softsign": lambda x: 2 / (1 + np.abs(x))}
 
 
 def _floor(dtype: str) -> float:
@@ -413,8 +341,17 @@ def lse_extreme(op: str, dtype: str, label: str) -> Edge:
         e = ULPS * u * np.abs(x)
         ytol = np.atleast_1d(_sensitivity(f, x, e)) + ULPS * u * np.abs(y) + _floor(dtype)
         gtol = _sensitivity(lambda t: vjp(t, w), x, e) + ULPS * u * np.sum(np.abs(w)) * (1 + np.abs(g)) + _floor(dtype)
+        gtol = gtol + _weights_term(x, dtype) * np.sum(np.abs(w))
     return Edge(op, "extreme", tuple(params.items()), label, dtype, (_t(x),), _t(y), _t(ytol), _t(w),
                 (tuple((v,) for v in _t(g)),), (_t(gtol),), BOTH, BOTH, _LSE_SOURCES[op])
+
+
+def _weights_term(x: Array, dtype: str) -> float:
+    """The softmax-weight term of the gradient model (docs/tolerances.md, 'Low-precision
+    gradients'): the backward evaluates weights exp(x - m) from a rounded m (the output, or a
+    log-space sum), whose exponent errs by u (|x| + |m|): relative 2 ULPS u max|x| per weight
+    (each weight at most 1). Vacuous for entries 1e300 apart: only the values judge those."""
+    return float(min(1.0, 2 * ULPS * UNIT_ROUNDOFF[dtype] * float(np.max(np.abs(x)))))
 
 
 def _pair_weight(sign: float) -> Callable[[Array], Array]:
@@ -432,7 +369,8 @@ def _logaddexp_extreme(dtype: str, label: str, x: Array) -> Edge:
         ga, gb = _sig(a - b), _sig(b - a)
         e = ULPS * u * np.abs(ab)
         ytol = _sensitivity(f, ab, e) + ULPS * u * np.abs(y) + _floor(dtype)
-        gtol = [_sensitivity(_pair_weight(s), ab, e) + 2 * ULPS * u + _floor(dtype) for s in (1.0, -1.0)]
+        gtol = [_sensitivity(_pair_weight(s), ab, e) + 2 * ULPS * u + _floor(dtype) + _weights_term(ab, dtype)
+                for s in (1.0, -1.0)]
     return Edge("logaddexp", "extreme", (), label, dtype, (_t(a), _t(b)), _t(y), _t(ytol), _t(np.ones(2)),
                 (tuple((v,) for v in _t(ga)), tuple((v,) for v in _t(gb))), (_t(gtol[0]), _t(gtol[1])), BOTH, BOTH,
                 _LSE_SOURCES["logaddexp"])
