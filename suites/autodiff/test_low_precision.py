@@ -34,10 +34,12 @@ from hypothesis import strategies as st
 from pytest_dlconform.api import budget, evidence, not_applicable
 from pytest_dlconform.api.programs import (
     INPUT_MAX,
+    NORM_OPS,
     TORCH_FLOAT64_GRADIENT,
     ProgramCase,
     gradient_error_bound,
     low_precision_error_bound,
+    min_variance,
     op_names,
     program_cases,
 )
@@ -95,7 +97,7 @@ def _run(fw: Any, fn: Any, xs: list[np.ndarray], w: np.ndarray, dtype: str, devi
 
 
 def _float16_range(case: ProgramCase, xs: list[np.ndarray]) -> bool:
-    """layer_norm divides by var + eps: below 2**-14 its reciprocal (inside the backward)
+    """layer_norm (and batch/group/instance norm) divides by var + eps: below 2**-14 its reciprocal (inside the backward)
     exceeds float16's 65504 (eps = 1e-5 is itself below float16's smallest normal), so
     overflow is float16's documented behaviour there, not a conformance question."""
     for op in case.program.ops:
@@ -104,6 +106,8 @@ def _float16_range(case: ProgramCase, xs: list[np.ndarray]) -> bool:
             axes = tuple(range(x.ndim - p["k"], x.ndim))
             if float(np.min(np.var(x, axis=axes))) + p["eps"] < 2.0**-14:
                 return False
+        if op.name in NORM_OPS and min_variance(op.name, xs[0], op.kwargs) < 2.0**-14:
+            return False  # batch/group/instance norm: the same 1/(var + eps) (TensorFlow's composition)
     return True
 
 

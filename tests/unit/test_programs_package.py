@@ -31,6 +31,9 @@ TABLE_ORDER = [
     # piecewise (inputs only)
     "relu", "leaky_relu", "elu", "selu", "celu", "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid",
     "hardswish", "abs",
+    # issue 12 part B, per-op only (composable=False): pooling, convolution, losses, attention, normalisation
+    "max_pool2d", "avg_pool2d_pad", "conv2d_full", "conv_transpose2d", "cross_entropy", "nll_loss", "mse_loss",
+    "huber_loss", "smooth_l1_loss", "bce_with_logits", "sdpa", "batch_norm", "group_norm", "instance_norm",
 ]
 
 

@@ -22,6 +22,7 @@ from ..programs import (
 )
 from ..programs.core import INPUT_MAX
 from ..programs.errors import LINEAR_OPS, gradient_error_bound, low_precision_error_bound
+from ..programs.ops.normalization import NORM_OPS, min_variance
 from ..programs.samples import MODES, coverage_key, layout_samples, ops_for, registered, sample_cases, samples
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "LAYOUTS",
     "LINEAR_OPS",
     "MODES",
+    "NORM_OPS",
     "TF_FORWARD_MODE",
     "TORCH_FLOAT64_GRADIENT",
     "TORCH_FORWARD_MODE",
@@ -41,6 +43,7 @@ __all__ = [
     "input_recipes",
     "layout_samples",
     "low_precision_error_bound",
+    "min_variance",
     "op_names",
     "ops_for",
     "program_cases",

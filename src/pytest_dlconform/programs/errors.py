@@ -20,6 +20,7 @@ import numpy as np
 from ..checks.numerics import SMALLEST_NORMAL, UNIT_ROUNDOFF
 from .core import Array, OpSpec, Params, _amax
 from .ops import OPS
+from .ops.normalization import CANCELLATION as PART_B_CANCELLATION
 
 if TYPE_CHECKING:
     from .program import Program
@@ -271,6 +272,8 @@ def _cancellation(name: str, xs: Sequence[Array], p: Params, gradient: bool = Fa
     if any(x.size == 0 for x in xs):
         return 0.0
     x = xs[0]
+    if name in PART_B_CANCELLATION:  # normalisation, cross-entropy, attention (docs/tolerances.md)
+        return float(PART_B_CANCELLATION[name](xs, p, gradient))
     if name == "layer_norm":
         axes = tuple(range(x.ndim - p["k"], x.ndim))
         n = int(np.prod([x.shape[a] for a in axes]))

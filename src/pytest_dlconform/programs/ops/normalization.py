@@ -1,0 +1,174 @@
+"""Normalisation with batch statistics: batch_norm in training mode (per channel over N and
+the spatial dims; momentum only updates running statistics, which are None here, so the
+output does not depend on it), group_norm (num_groups, eps) and instance_norm (eps). No
+affine weight or bias. Variances are biased (divided by n), as torch documents for training.
+
+torch: ``F.batch_norm(x, None, None, training=True, momentum=m, eps=eps)``,
+``F.group_norm``, ``F.instance_norm``. TensorFlow: ``tf.nn.moments`` +
+``tf.nn.batch_normalization`` (batch and instance), ``keras.layers.GroupNormalization``
+(axis=1, no centre or scale, the program's dtype; its epsilon default differs: 1e-3 against
+torch's 1e-5, passed explicitly).
+
+Each op normalises the rows of :func:`rows` (the entries sharing one mean and variance).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Final
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..core import Array, Draw, OpSpec, Params, Shape
+from .common import _jacobian_norm, _lst
+from .convolution import _hint_channels
+from .hints import _hint_image
+
+NORM_OPS: Final = ("batch_norm", "group_norm", "instance_norm")
+_EPS: Final = (1e-5, 1e-3, 0.25)
+
+
+def rows(name: str, x: Array, p: Params) -> Array:
+    """x as (groups, n): each row is the set of entries normalised together."""
+    if name == "batch_norm":
+        return np.moveaxis(x, 1, 0).reshape(x.shape[1], -1)
+    if name == "group_norm":
+        return x.reshape(x.shape[0] * p["num_groups"], -1)
+    return x.reshape(x.shape[0] * x.shape[1], -1)
+
+
+def _unrows(name: str, r: Array, shape: Shape) -> Array:
+    if name == "batch_norm":
+        moved = (shape[1], shape[0], *shape[2:])
+        return np.moveaxis(r.reshape(moved), 0, 1)
+    return r.reshape(shape)
+
+
+def _normalise(r: Array, eps: float) -> Array:
+    mean = np.mean(r, axis=-1, keepdims=True)
+    var = np.mean((r - mean) ** 2, axis=-1, keepdims=True)
+    return (r - mean) / np.sqrt(var + eps)
+
+
+def _ref(name: str) -> Any:
+    def ref(xs: Sequence[Array], p: Params, ws: Sequence[Array]) -> Array:
+        x = xs[0]
+        if name == "group_norm" and x.shape[1] % p["num_groups"]:
+            raise ValueError(f"{x.shape[1]} channels are not divisible by num_groups={p['num_groups']}")
+        r = rows(name, x, p)
+        if name == "batch_norm" and r.shape[1] < 2:
+            raise ValueError("batch_norm in training needs more than 1 value per channel")
+        return _unrows(name, _normalise(r, p["eps"]), x.shape)
+
+    return ref
+
+
+def _lip(name: str) -> Any:
+    def lip(xs: Sequence[Array], out: Array, p: Params, ws: Sequence[Array]) -> tuple[Sequence[float], float]:
+        r = rows(name, xs[0], p)
+        return (_jacobian_norm(lambda v: _normalise(v, p["eps"]), r, 1),), float(r.shape[1])
+
+    return lip
+
+
+def cancellation(name: str, x: Array, p: Params, gradient: bool) -> float:
+    """As layer_norm's (docs/tolerances.md): ``x - mean`` errs by ``n u max|x|`` and is divided
+    by ``sigma = sqrt(var + eps)``; the backward's terms are of size ``|g| / sigma``."""
+    r = rows(name, x, p)
+    n = r.shape[1]
+    sigma = float(np.min(np.sqrt(np.var(r, axis=-1) + p["eps"])))
+    return n * (2.0 if gradient else float(np.max(np.abs(x)))) / sigma
+
+
+def min_variance(name: str, x: Array, p: Params) -> float:
+    """The smallest variance + eps over the op's rows (float16's range check)."""
+    return float(np.min(np.var(rows(name, x, p), axis=-1))) + p["eps"]
+
+
+def _hint_batch(draw: Draw, max_side: int) -> Shape:
+    spatial = draw(st.lists(st.integers(1, max_side), max_size=2))
+    return (draw(st.integers(2, 3)), draw(st.integers(1, 3)), *spatial)
+
+
+def _bn_tf(p: Params, shapes: Sequence[Shape]) -> str:
+    axes = _lst([0, *range(2, len(shapes[0]))])
+    return (f"tf.nn.batch_normalization({{a}}, *tf.nn.moments({{a}}, axes={axes}, keepdims=True), offset=None, "
+            f"scale=None, variance_epsilon={p['eps']!r})")
+
+
+def _normalization_ops() -> list[OpSpec]:
+    eps = lambda draw: draw(st.sampled_from(_EPS))
+    bound = lambda bs, ss, p: math.sqrt(math.prod(ss[0]))
+    return [
+        OpSpec("batch_norm", "nn", 1,
+               "F.batch_norm({a}, None, None, training=True, momentum={momentum}, eps={eps})", _bn_tf,
+               _ref("batch_norm"), lambda ss: len(ss[0]) >= 2,
+               lambda draw, s, b: {"eps": eps(draw), "momentum": draw(st.sampled_from((0.1, 0.5)))},
+               bound, _lip("batch_norm"), hint=_hint_batch, composable=False),
+        OpSpec("group_norm", "nn", 1, "F.group_norm({a}, {num_groups}, eps={eps})",
+               "__import__('keras').layers.GroupNormalization(groups={num_groups}, axis=1, epsilon={eps}, "
+               "center=False, scale=False, dtype={a}.dtype.name)({a})",
+               _ref("group_norm"), lambda ss: len(ss[0]) == 4,
+               lambda draw, s, b: {"eps": eps(draw), "num_groups": draw(st.sampled_from((1, 2)))},
+               bound, _lip("group_norm"), hint=_hint_channels, composable=False),
+        OpSpec("instance_norm", "nn", 1, "F.instance_norm({a}, eps={eps})",
+               "tf.nn.batch_normalization({a}, *tf.nn.moments({a}, axes=[2, 3], keepdims=True), offset=None, "
+               "scale=None, variance_epsilon={eps})",
+               _ref("instance_norm"), lambda ss: len(ss[0]) == 4, lambda draw, s, b: {"eps": eps(draw)},
+               bound, _lip("instance_norm"), hint=_hint_image, composable=False),
+    ]
+
+
+def _family_b_ops() -> list[OpSpec]:
+    """The op families of issue 12 part B, in table order (each with its own input hint, so
+    they join the table after ``_with_hints``): pooling, convolution, losses, attention,
+    normalisation."""
+    from .attention import _attention_ops
+    from .convolution import _convolution_ops
+    from .losses import _loss_ops
+    from .pooling import _pooling_ops
+
+    return _pooling_ops() + _convolution_ops() + _loss_ops() + _attention_ops() + _normalization_ops()
+
+
+def _cycle(**options: Sequence[Any]) -> list[dict[str, Any]]:
+    n = max(len(v) for v in options.values())
+    return [{k: v[i % len(v)] for k, v in options.items()} for i in range(n)]
+
+
+#: Parameter classes (samples.py) of every part-B op: torch's defaults first (eps 1e-5,
+#: momentum 0.1), Keras's epsilon default 1e-3, and a large eps.
+FAMILY_B_PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
+    "batch_norm": _cycle(eps=_EPS, momentum=(0.1, 0.5)),
+    "group_norm": _cycle(num_groups=(1, 2), eps=_EPS),
+    "instance_norm": _cycle(eps=_EPS),
+}
+
+
+def _merge_params() -> None:
+    from .attention import PARAMS as attention
+    from .convolution import PARAMS as convolution
+    from .losses import PARAMS as losses
+    from .pooling import PARAMS as pooling
+
+    FAMILY_B_PARAMS.update({**pooling, **convolution, **losses, **attention})
+
+
+_merge_params()
+
+
+def _cancellations() -> dict[str, Any]:
+    from .attention import sdpa_gradient_term
+    from .losses import ce_gradient_term
+
+    out: dict[str, Any] = {name: (lambda xs, p, g, name=name: cancellation(name, xs[0], p, g)) for name in NORM_OPS}
+    out["cross_entropy"] = lambda xs, p, g: ce_gradient_term(xs[0], p) if g else 0.0
+    out["sdpa"] = lambda xs, p, g: sdpa_gradient_term(xs, p) if g else 0.0
+    return out
+
+
+#: name -> (inputs, params, gradient) -> the rounding the op's Lipschitz constant does not see,
+#: in units of u (per unit tangent for the gradient): programs.errors._cancellation adds it.
+CANCELLATION: Final[dict[str, Any]] = _cancellations()
