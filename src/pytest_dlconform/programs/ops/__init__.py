@@ -19,6 +19,7 @@ from ..core import OpSpec
 from .binary import _binary_ops
 from .contraction import _contraction_ops
 from .elementwise import _smooth_ops
+from .family_a import _family_a_ops
 from .hints import _with_hints
 from .limits import (
     KNOWN_LIMITS,
@@ -53,5 +54,5 @@ OPS: dict[str, OpSpec] = {
     for s in _with_limits(_with_hints(
         _smooth_ops() + _binary_ops() + _reduction_ops() + _shape_ops() + _contraction_ops() + _linalg_ops()
         + _nn_ops() + _piecewise_ops()
-    ) + _family_b_ops())
+    ) + _family_b_ops() + _with_hints(_family_a_ops()))
 }
