@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from .core import INPUT_MAX, KINK_MARGIN, Array, Draw, InputRecipe, Op, Shape
 from .inputs import REGIMES, make_inputs
 from .ops import OPS, TF_FORWARD_MODE, TORCH_FLOAT64_GRADIENT, TORCH_FORWARD_MODE
-from .ops.family_a import FAMILY_A_PARAMS
 from .ops.convolution import _hint_channels
+from .ops.family_a import FAMILY_A_PARAMS
 from .ops.hints import _draw_shape, _hint_image
 from .ops.linalg import _dd_scale
 from .ops.normalization import FAMILY_B_PARAMS
@@ -144,8 +144,8 @@ PARAM_CLASSES: Final[dict[str, list[ParamClass]]] = {
     # Thresholds 20 (default), 1 and 5: inputs fall on both sides of beta * x = threshold.
     "softplus": [_cls(beta=1.0, threshold=20.0), _cls(beta=0.5, threshold=1.0), _cls(beta=2.0, threshold=5.0)],
     "hardtanh": [_cls(min_val=-1.0, max_val=1.0), _cls(min_val=-2.0, max_val=0.5), _cls(min_val=-0.5, max_val=2.0)],
-    **dict.fromkeys(("amax_sep", "amin_sep"), _DIMS), **{op: [_cls(**f) for f in c] for op, c in FAMILY_A_PARAMS.items()},
     **{op: [_cls(**fixed) for fixed in classes] for op, classes in FAMILY_B_PARAMS.items()},
+    **dict.fromkeys(("amax_sep", "amin_sep"), _DIMS), **{op: [_cls(**f) for f in c] for op, c in FAMILY_A_PARAMS.items()},
 }
 
 
