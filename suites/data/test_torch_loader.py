@@ -346,28 +346,34 @@ def test_main_process_loading_uses_the_global_rng(torch, dl_seed):
     evidence.covers("num_workers=0+manual_seed")
 
 
-@pytest.mark.claim("data.torch.workers")
-@pytest.mark.parametrize("persistent", [True, False])
-def test_persistent_workers_keep_their_dataset_copies(torch, persistent):
-    """persistent_workers=True keeps the worker processes, and so their Dataset instances, alive
-    between epochs; without it every epoch starts new workers with fresh copies."""
-    from torch.utils.data import DataLoader
-
-    loader = DataLoader(SeedProbe(), batch_size=None, num_workers=2, persistent_workers=persistent, timeout=TIMEOUT)
+def check_persistent_workers(torch, loader, persistent: bool) -> None:
+    """persistent_workers=True keeps the worker processes, and so their Dataset copies, alive
+    between epochs; without it every epoch starts new workers with fresh copies. ``loader``
+    iterates a SeedProbe with 2 workers."""
+    __tracebackhide__ = True
     with torch.device("cpu"):
         epochs = [list(loader) for _ in range(2)]
-    per_worker = [{int(it["worker"]): max(int(i["served"]) for i in e if i["worker"] == it["worker"]) for it in e}
-                  for e in epochs]
+    served = [{int(it["worker"]): max(int(i["served"]) for i in e if i["worker"] == it["worker"]) for it in e}
+              for e in epochs]
     pids = [{int(it["worker"]): int(it["pid"]) for it in e} for e in epochs]
     if persistent:
         assert pids[1] == pids[0], f"persistent_workers=True: worker pids {pids[0]} then {pids[1]}, should persist"
-        want = {w: 2 * c for w, c in per_worker[0].items()}
-        assert per_worker[1] == want, (
-            f"persistent_workers=True: items served per worker copy after two epochs {per_worker[1]}, should be {want}")
+        want = {w: 2 * c for w, c in served[0].items()}
+        assert served[1] == want, (
+            f"persistent_workers=True: items served per worker copy after two epochs {served[1]}, should be {want}")
     else:
-        assert per_worker[1] == per_worker[0], (
-            f"persistent_workers=False: the second epoch's fresh copies served {per_worker[1]}, should restart "
-            f"like the first's {per_worker[0]}")
+        assert served[1] == served[0], (
+            f"persistent_workers=False: the second epoch's fresh copies served {served[1]}, should restart "
+            f"like the first's {served[0]}")
+
+
+@pytest.mark.claim("data.torch.workers")
+@pytest.mark.parametrize("persistent", [True, False])
+def test_persistent_workers_keep_their_dataset_copies(torch, persistent):
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(SeedProbe(), batch_size=None, num_workers=2, persistent_workers=persistent, timeout=TIMEOUT)
+    check_persistent_workers(torch, loader, persistent)
     evidence.covers(f"persistent_workers={persistent}")
 
 

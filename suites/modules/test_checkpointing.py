@@ -406,17 +406,18 @@ def check_torch_checkpoint_mode(torch, checkpoint, mode: str, reentrant: bool, s
 @pytest.mark.parametrize("mode", TORCH_MODES)
 @budget(3)
 @given(reentrant=st.booleans(), seed=st.integers(0, 2**32 - 1), batch=st.integers(2, 6), width=st.integers(1, 8))
-def test_torch_checkpoint_documented_modes(torch, mode, reentrant, seed, batch, width):
+def test_torch_checkpoint_documented_modes(torch, dl_device, mode, reentrant, seed, batch, width):
     from torch.utils.checkpoint import checkpoint
 
     if mode in ("determinism_check=default", "determinism_check=none", "context_fn", "early_stop=False"):
         reentrant = False  # documented: these arguments exist only for use_reentrant=False
-    check_torch_checkpoint_mode(torch, checkpoint, mode, reentrant, seed, batch, width)
+    with deterministic_kernels(dl_device):  # bitwise on a GPU needs deterministic kernels
+        check_torch_checkpoint_mode(torch, checkpoint, mode, reentrant, seed, batch, width)
     evidence.covers(mode, f"use_reentrant={reentrant}")
 
 
 @pytest.mark.claim(CLAIM)
-@pytest.mark.parametrize("how", ["keras-layer", "multiple-outputs", "tf.function"])
+@pytest.mark.parametrize("how", ["keras-layer", "multiple-outputs", "inside-tf.function"])
 @budget(2)
 @given(seed=st.integers(0, 2**32 - 1), batch=st.integers(1, 6), width=st.integers(1, 8))
 def test_tf_recompute_grad_documented_forms(tf, how, seed, batch, width):
@@ -449,7 +450,7 @@ def test_tf_recompute_grad_documented_forms(tf, how, seed, batch, width):
             loss = sum(tf.reduce_sum(o * o) for o in (out if isinstance(out, tuple) else (out,)))
         return tape.gradient(loss, [x, *variables])
 
-    run = tf.function(grads) if how == "tf.function" else grads
+    run = tf.function(grads) if how == "inside-tf.function" else grads
     for i, (a, b) in enumerate(zip(run(wrapped), run(f))):
         assert_equal(a.numpy(), b.numpy(), what=f"tf.recompute_grad ({how}): gradient {i}")
     evidence.covers(f"tf.{how}")

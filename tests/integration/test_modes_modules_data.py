@@ -7,7 +7,7 @@ biased estimate, one that ignores track_running_stats=False in eval(), a Keras
 BatchNormalization that ignores trainable=False, a checkpoint that always preserves the RNG
 or ignores context_fn, a spectral norm that keeps iterating in eval(), a BatchSampler and a
 DataLoader whose len ignores drop_last, loaders and worker seeding that ignore the
-generator, tf.data shuffles that ignore their seed or reshuffle_each_iteration=False.
+generator, workers that do not persist, tf.data shuffles that ignore their seed or reshuffle_each_iteration=False.
 """
 
 from __future__ import annotations
@@ -251,6 +251,19 @@ def test_worker_seeding_check_fails_a_missing_worker_init_fn():
 
     with torch.device("cpu"), pytest.raises(AssertionError, match="worker_init_fn must run in each worker with its id"):
         loader_suite.check_worker_seeding(torch, make, 7, "manual_seed")
+
+
+def test_persistent_workers_check_fails_workers_that_do_not_persist():
+    from torch.utils.data import DataLoader
+
+    def loader(persistent):
+        return DataLoader(loader_suite.SeedProbe(), batch_size=None, num_workers=2, persistent_workers=persistent,
+                          timeout=60)
+
+    loader_suite.check_persistent_workers(torch, loader(True), True)
+    loader_suite.check_persistent_workers(torch, loader(False), False)
+    with pytest.raises(AssertionError, match=r"persistent_workers=True: worker pids .* should persist"):
+        loader_suite.check_persistent_workers(torch, loader(False), True)
 
 
 # ------------------------------------------------------------------ tf.data shuffle seeding
