@@ -108,6 +108,21 @@ def test_runner_classifies_each_kind_of_run(tmp_path, verdicts, lines, exit_code
     assert (out.verdict, detail in out.detail) == (want, True), out.detail
 
 
+@pytest.mark.parametrize(("verdicts", "want", "detail"), [
+    (("holds", "violated"), "killed", "1 violated"),  # xdist stopped at --maxfail=1: the report counts
+    (("holds", "error"), "error", "1 test error(s)"),
+    (("holds",), "error", "interrupted) with nothing violated"),
+])
+def test_a_run_xdist_stopped_at_the_first_failure_is_judged_by_its_report(tmp_path, verdicts, want, detail):
+    out = _outcome(tmp_path, 2)
+    out.command = ["pytest", "--maxfail=1"]
+    runner.classify(out, _doc(*verdicts), mutant_log=_log(tmp_path, "applied m"), target="torch")
+    assert (out.verdict, detail in out.detail) == (want, True), out.detail
+    out.command = ["pytest"]  # without our --maxfail an interrupted run is broken
+    runner.classify(out, _doc(*verdicts), mutant_log=_log(tmp_path, "applied m"), target="torch")
+    assert out.verdict == "error" and "pytest exit 2 (interrupted)" in out.detail, out.detail
+
+
 def test_a_violation_a_known_divergence_explains_is_not_a_kill(tmp_path):
     out = _outcome(tmp_path, 1)
     runner.classify(out, _doc("holds", "violated", expected=True), mutant_log=_log(tmp_path, "applied m"), target="t")

@@ -66,6 +66,11 @@ def command(m: Mutant | None, claims: str, select: str, report: Path, *, profile
            f"--dl-profile={profile}", f"--dl-report={report}", f"--dl-divergences={divergences}",
            f"--dl-claims={claims}", "-q", "--no-header", "-rfE"]
     cmd += [f"--dl-model={ref}" for ref in models]  # the model.* claims run on a shipped example model
+    if m is not None:
+        # The first violation decides the verdict (killed); the rest would only cost time, and a failing
+        # hypothesis test shrinks for long. Known divergences are xfails and do not count; the clean run
+        # runs in full.
+        cmd.append("--maxfail=1")
     if select:
         cmd += ["-k", select]
     if workers not in ("", "0"):
@@ -97,7 +102,9 @@ def classify(out: Outcome, doc: dict[str, Any] | None, *, mutant_log: Path | Non
     if out.exit_code is None:
         out.verdict, out.detail = ERROR, f"timed out; see {out.log}"
         return
-    if out.exit_code in soak.BROKEN_EXIT or doc is None:
+    # xdist ends a run that reached --maxfail as interrupted (exit 2); its report is complete up to there.
+    stopped = out.exit_code == 2 and doc is not None and "--maxfail=1" in out.command
+    if (out.exit_code in soak.BROKEN_EXIT and not stopped) or doc is None:
         why = soak.BROKEN_EXIT.get(out.exit_code or 0, "no usable JSON report")
         out.verdict, out.detail = ERROR, f"pytest exit {out.exit_code} ({why}); see {out.log}"
         return
@@ -113,6 +120,8 @@ def classify(out: Outcome, doc: dict[str, Any] | None, *, mutant_log: Path | Non
         out.killers = [str(t.get("nodeid")) for t in kills]
         reason = str(kills[0].get("reason", "")).strip().splitlines()
         out.detail = f"{len(kills)} violated, e.g. {out.killers[0]}: {reason[0][:300] if reason else ''}"
+    elif stopped and not counts["error"]:
+        out.verdict, out.detail = ERROR, f"pytest exit 2 (interrupted) with nothing violated; see {out.log}"
     elif mutant_log is not None and applied == 0:
         out.verdict, out.detail = ERROR, f"mutant never applied: no process of the run imported {target}"
     elif counts["error"]:
