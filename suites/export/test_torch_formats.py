@@ -224,7 +224,12 @@ def test_onnx_runtime_matches_torch_within_tolerance(torch, tmp_path, dl_setting
         expected = rt.Expected([{"y": o["output_0"]} for o in _eager(module, inputs)], None,
                                _onnx_signature(spec), tol=rt.model_tolerance(spec),
                                scales=rt.magnitudes(spec, inputs, "torch"))
-        trip.check(art, inputs, expected, what=f"ONNX (dynamo={dynamo}) of {spec.describe()}")
+        loaded = trip.check(art, inputs, expected, what=f"ONNX (dynamo={dynamo}) of {spec.describe()}")
+        # Per named tensor: every initializer that keeps a state_dict name holds that tensor, bitwise.
+        state, stored = rt.torch_state(module), loaded.initializers()
+        named = {k: v for k, v in stored.items() if k in state}
+        rt.assert_same_state(named, {k: state[k] for k in named}, what=f"ONNX (dynamo={dynamo}) initializers by name")
+        evidence.note(**{f"onnx dynamo={dynamo}: state_dict tensors stored under their own name": f"{len(named)}/{len(state)}"})
 
     coverage = _coverage(dl_seed, float64_without=ORT_FLOAT_ONLY)
     for spec in coverage:  # every layer kind and activation, by construction, through both exporters

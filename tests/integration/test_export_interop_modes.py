@@ -247,3 +247,27 @@ def test_coverage_batch_forces_every_same_model_mode():
         covered = {m for k, dtype in enumerate(cf.DTYPES)
                    for case in cf.coverage_batch(seed + k, cf.activations_for(dtype)) for m in cf.case_modes(case, dtype)}
         assert covered == declared, (seed, sorted(declared - covered), sorted(covered - declared))
+
+
+def test_onnx_initializers_by_name_catch_an_altered_batchnorm_buffer(torch, tmp_path):
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    spec = _image_spec("torch")
+    module = rt.build_torch(spec, torch)
+    example = torch.from_numpy(rt.example_inputs(spec, [2], 1)[0])
+    art = rt.export_artifact(tmp_path / "o", "onnx", lambda p: torch.onnx.export(
+        module, (example,), str(p), input_names=["x"], output_names=["y"], dynamo=False,
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, verbose=False))
+    state = rt.torch_state(module)
+    (key,) = [k for k in state if k.endswith("running_mean")]
+    model = onnx.load(str(art.main))
+    init = next(i for i in model.graph.initializer if i.name == key)
+    init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) + 0.25, key))  # a wrong buffer under its own name
+    onnx.save(model, str(art.main))
+    rt.reseal(art.path)
+    stored = rt.load(art.path, "onnx").initializers()
+    named = {k: v for k, v in stored.items() if k in state}
+    with pytest.raises(rt.StateMismatch, match=rf"{key.replace('.', '[.]')}: max abs difference 2\.500e-01"):
+        rt.assert_same_state(named, {k: state[k] for k in named}, what="ONNX initializers by name")

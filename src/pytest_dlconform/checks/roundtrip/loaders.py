@@ -289,7 +289,8 @@ class _Onnx:
     def __init__(self, path: Path, spec: ModelSpec | None, device: str | None = None) -> None:
         import onnxruntime
 
-        self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.path = str(path)
+        self.session = onnxruntime.InferenceSession(self.path, providers=["CPUExecutionProvider"])
 
     def run(self, x: np.ndarray) -> dict[str, np.ndarray]:
         (inp,) = self.session.get_inputs()
@@ -297,7 +298,15 @@ class _Onnx:
         return dict(zip(names, self.session.run(None, {inp.name: x})))
 
     def state(self) -> dict[str, np.ndarray]:
-        return {}  # the exporter's optimiser may fold and rename initializers; checked through outputs
+        return {}  # the exporter's optimiser may fold and rename initializers; see :meth:`initializers`
+
+    def initializers(self) -> dict[str, np.ndarray]:
+        """Every initializer by name, as stored (the exporters keep a state_dict name for a
+        tensor they store unchanged; folded or repacked tensors get other names)."""
+        import onnx
+        from onnx import numpy_helper
+
+        return {i.name: numpy_helper.to_array(i) for i in onnx.load(self.path).graph.initializer}
 
     def signature(self) -> dict[str, Any]:
         def entry(a: Any) -> list[Any]:
