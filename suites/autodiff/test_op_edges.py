@@ -86,7 +86,7 @@ def _drawn(data: st.DataObject, op: str) -> tuple[E.Edge, ...]:
         if op in E.TINY_ONLY:
             out.append(E.elementwise_extreme(op, params, dtype, (tiny,)))
             continue
-        top = math.log10(m[E.magnitude_class(op, params)])
+        top = math.log10(E.largest_magnitude(op, params, dtype))
         big = 10 ** data.draw(st.floats(math.log10(m["exp"]), top), label=f"big {dtype}")
         out.append(E.elementwise_extreme(op, params, dtype, (big, tiny)))
     return tuple(out)

@@ -208,7 +208,8 @@ def _elementwise_tolerances(op: str, p: Params, x: Array, dtype: str) -> tuple[A
 
 # --------------------------------------------------------------------------- extreme magnitudes
 
-#: (largest magnitude where the documented formula's intermediates stay finite, the magnitude
+#: (largest magnitude where the documented formula's intermediates stay finite (pow_c:
+#: largest_magnitude), the magnitude
 #: past which a naive exp(x) overflows, the tiny magnitude just above the smallest normal).
 MAGNITUDES: Final = {
     "float64": {"linear": 1e300, "square": 1e150, "cube": 1e100, "exp": 1e3, "tiny": 1e-300},
@@ -230,11 +231,24 @@ ELEMENTWISE: Final = tuple(DERIVATIVES)
 
 
 def magnitude_class(op: str, p: Params) -> str:
+    if op == "pow_c":
+        return "pow"  # (x**2 + c)**p: its limit depends on p (largest_magnitude)
     if op in _SQUARE:
         return "square"
     if op in _CUBE or (op == "gelu" and p.get("approximate") == "tanh"):
         return "cube"  # tanh-gelu's formula has 0.044715 x**3
     return "linear"
+
+
+def largest_magnitude(op: str, p: Params, dtype: str) -> float:
+    """The largest |x| checked: where the formula's intermediates and its derivative's stay
+    normal. pow_c's are x**2, |x|**(2p) and |x|**(2(p - 1)) (the derivative 2p x (x**2 + c)**(p - 1)):
+    the smallest |x| at which one of them leaves the normal range, halved, to a power of 10."""
+    if magnitude_class(op, p) != "pow":
+        return float(MAGNITUDES[dtype][magnitude_class(op, p)])
+    big, small = math.log10(float(np.finfo(dtype).max)), math.log10(SMALLEST_NORMAL[dtype])
+    logs = [(big if k > 0 else small) / k for k in (2.0, 2 * p["p"], 2 * (p["p"] - 1)) if k != 0]
+    return float(10 ** math.floor(min(logs) - math.log10(2)))
 
 
 def _extreme_source(op: str) -> str:
@@ -255,7 +269,7 @@ def elementwise_extreme(op: str, params: Params, dtype: str, drawn: Sequence[flo
     """The extreme-magnitude case of an elementwise op: +-big, +-(exp overflow), +-tiny, all
     representable in ``dtype``; or, given ``drawn`` (hypothesis draws them), those magnitudes."""
     m = MAGNITUDES[dtype]
-    mags = [m["tiny"]] if op in TINY_ONLY else [m[magnitude_class(op, params)], m["exp"], m["tiny"]]
+    mags = [m["tiny"]] if op in TINY_ONLY else [largest_magnitude(op, params, dtype), m["exp"], m["tiny"]]
     points = [s * v for v in (drawn or mags) for s in (1.0, -1.0)]
     # Tiled to VECTOR_LENGTH entries: the frameworks' vectorised kernels (AVX-512 packets of 16
     # float32) and their scalar remainders both see every point (TensorFlow's float32
