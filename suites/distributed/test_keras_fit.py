@@ -10,7 +10,9 @@ The oracle is ``fit`` of the same model under the default strategy in this proce
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 from pytest_dlconform.api import HarnessError, evidence
 from pytest_dlconform.api import distribution as dist
 from pytest_dlconform.api import reductions as oracle
-from pytest_dlconform.api.distribution import TrainCase, TrainResult, expensive, fit_case
+from pytest_dlconform.api.distribution import OPTIMIZERS, TrainCase, TrainResult, expensive, fit_case
 
 from . import tf_programs
 
@@ -35,7 +37,7 @@ def _row_weights(case: TrainCase, replicas: int) -> np.ndarray:
     weights = []
     for start in range(0, len(case.x), case.batch):
         b = min(case.batch, len(case.x) - start)
-        weights.append(b * dist.sample_weights("default", oracle.split_sizes(b, replicas), b))
+        weights.append(b * dist.sample_weights("default", dist.replica_split(b, case.batch, replicas), b))
     return np.concatenate(weights)
 
 
@@ -58,41 +60,67 @@ def _describe(case: TrainCase) -> str:
             f"{case.optimizer}(lr={case.lr}), {case.dtype}")
 
 
+FIT_OPTIMIZER = {2: 0, 3: 1}  # replicas -> index in OPTIMIZERS (sgd, momentum); other counts: adam
+
+
+def _counts(handle: Any, pool: Any) -> list[int]:
+    """Mirrored: 2 and 3 replicas (by construction); other strategies their own count."""
+    if handle.name == "mirrored":
+        return [n for n in dist.REPLICA_COUNTS if n in handle.replica_counts()]
+    return [dist.inprocess_strategy(pool, handle).num_replicas_in_sync]
+
+
+def _strategy(handle: Any, pool: Any, n: int) -> Any:
+    return dist.inprocess_strategy(pool, handle, n if handle.name == "mirrored" else None)
+
+
+def _fit_modes(case: TrainCase, n: int) -> list[str]:
+    return [f"optimizer={case.optimizer}", *([f"replicas={n}"] if n in dist.REPLICA_COUNTS else [])]
+
+
 @pytest.mark.claim("distributed.keras.fit-equivalence")
 @pytest.mark.dl_strategies("one-device", "mirrored", "tpu")
-@expensive(2)
+@expensive(1)
 @given(data=st.data())
 def test_fit_under_the_strategy_equals_single_device_fit(tf, dl_strategy, dl_groups, data):
-    strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
-    n = strategy.num_replicas_in_sync
-    case = data.draw(fit_case(n, even=True), label="case")
-    result = tf_programs.keras_fit(strategy, case)
-    expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case)
-    _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replica(s): {_describe(case)}",
-               dl_strategy.device)
+    covered: set[str] = set()
+    for n in _counts(dl_strategy, dl_groups):
+        strategy = _strategy(dl_strategy, dl_groups, n)
+        case = data.draw(fit_case(n, even=True), label=f"case over {n} replicas")
+        # one optimizer per run of a count (Mirrored 2: SGD, 3: momentum; one device: Adam): all three per run
+        case = dataclasses.replace(case, optimizer=OPTIMIZERS[FIT_OPTIMIZER.get(n, 2)])
+        result = tf_programs.keras_fit(strategy, case)
+        expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case)
+        _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replica(s): {_describe(case)}",
+                   dl_strategy.device)
+        covered.update(_fit_modes(case, n))
+    evidence.covers(*sorted(covered))
 
 
 @pytest.mark.claim("distributed.keras.fit-remainder")
 @pytest.mark.dl_strategies("mirrored")
 @pytest.mark.min_devices(2)
-@expensive(2)
+@expensive(1)
 @given(data=st.data())
 def test_partial_last_batch_is_averaged_per_replica(tf, dl_strategy, dl_groups, data):
-    strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
-    n = strategy.num_replicas_in_sync
-    case = data.draw(fit_case(n, even=False), label="case")
-    result = tf_programs.keras_fit(strategy, case)
-    expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
-    _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, uneven last batch: {_describe(case)}",
-               dl_strategy.device)
+    covered: set[str] = set()
+    for n in _counts(dl_strategy, dl_groups):
+        strategy = _strategy(dl_strategy, dl_groups, n)
+        case = data.draw(fit_case(n, even=False), label=f"case over {n} replicas")
+        result = tf_programs.keras_fit(strategy, case)
+        expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
+        _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, uneven last batch: {_describe(case)}",
+                   dl_strategy.device)
+        covered.update([f"replicas={n}", "partial-last-batch"])
+    evidence.covers(*sorted(covered))
 
 
 @pytest.mark.claim("distributed.keras.fit-remainder")
 @pytest.mark.dl_strategies("mirrored")
 @pytest.mark.min_devices(2)
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_first_batch_not_divisible_by_the_replicas_trains(tf, dl_strategy, dl_groups, dl_seed, optimizer):
-    strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
+@pytest.mark.parametrize("optimizer, replicas", [("sgd", 2), ("adam", 3)])
+def test_first_batch_not_divisible_by_the_replicas_trains(tf, dl_strategy, dl_groups, dl_seed, optimizer, replicas):
+    strategy = _strategy(dl_strategy, dl_groups, replicas)
     n = strategy.num_replicas_in_sync
     case = _seeded_case(dl_seed, batch=n + 1, rows=2 * (n + 1), optimizer=optimizer)
     result = tf_programs.keras_fit(strategy, case)
@@ -123,4 +151,5 @@ def test_fit_under_multiworker_equals_single_device_fit(tf, dl_strategy, dl_grou
     for rank, (result,) in sorted(per_rank.items()):
         _check_fit(result, case, expected, f"MultiWorkerMirrored worker {rank} of {n}: {_describe(case)}",
                    dl_strategy.device)
+    evidence.covers(f"optimizer={optimizer}")
     evidence.note(workers=n)

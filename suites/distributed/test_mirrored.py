@@ -25,16 +25,21 @@ from . import tf_programs
 OUTSIDE_FIT_ERRORS = {"sgd": "AssertionError", "adam": "RuntimeError: Mixing different tf.distribute.Strategy objects"}
 
 
-def _local_replicas(handle: Any) -> int:
-    """Components of a variable in one process: one per local replica device."""
-    return len(handle.replica_devices()) if handle.name == "mirrored" else 1
+def _local_counts(handle: Any) -> list[int]:
+    """Components of a variable in one process, one per local replica device: Mirrored over
+    2 and 3 devices (by construction), one elsewhere."""
+    if handle.name == "mirrored":
+        return [n for n in dist.REPLICA_COUNTS if n in handle.replica_counts()]
+    return [1]
 
 
-def _copies(handle: Any, pool: Any, timeout: float, shape_list: list[tuple[int, ...]]) -> dict[str, list[dict[str, Any]]]:
+def _copies(handle: Any, pool: Any, timeout: float, shape_list: list[tuple[int, ...]],
+            n: int) -> dict[str, list[dict[str, Any]]]:
     if handle.name == "multi-worker":
         per_rank = dist.group_for(pool, handle, timeout).run(tf_programs.mw_variable_copies, shape_list, what="variables")
         return {f"worker {rank}": found for rank, found in per_rank.items()}
-    return {"this process": tf_programs.tf_variable_copies(dist.inprocess_strategy(pool, handle), shape_list)}
+    strategy = dist.inprocess_strategy(pool, handle, n if handle.name == "mirrored" else None)
+    return {"this process": tf_programs.tf_variable_copies(strategy, shape_list)}
 
 
 def _check_full_copies(entry: dict[str, Any], init: np.ndarray, replicas: int, where: str) -> None:
@@ -55,26 +60,39 @@ def test_variables_in_scope_have_a_full_copy_per_replica(tf, dl_strategy, dl_gro
     if dl_strategy.name == "tpu":
         dist.tpu_strategy()
     expected_type = {"mirrored": "MirroredVariable", "multi-worker": "MirroredVariable"}.get(dl_strategy.name, "ResourceVariable")
-    for where, found in _copies(dl_strategy, dl_groups, dl_timeout, shape_list).items():
-        for shape, entry in zip(shape_list, found):
-            label = f"{dl_strategy.name}, {where}, variable of shape {shape}"
-            inside, outside = entry["inside"], entry["outside"]
-            assert inside["type"] == expected_type, (f"{label}: created in scope() as {inside['type']}, "
-                                                     f"but should be {expected_type}")
-            _check_full_copies(inside, entry["init"], _local_replicas(dl_strategy), label)
-            # Outside any scope the default strategy is in effect: only it owns the variable.
-            owned = dl_strategy.name == "default"
-            assert outside["in_scope"] == owned and len(outside["values"]) == 1, (
-                f"{label}: created outside scope() it is a {outside['type']} with {len(outside['values'])} component(s), "
-                f"owned by the strategy: {outside['in_scope']}; should be one plain copy, owned: {owned}")
-    evidence.note(local_replicas=_local_replicas(dl_strategy))
+    for n in _local_counts(dl_strategy):
+        for where, found in _copies(dl_strategy, dl_groups, dl_timeout, shape_list, n).items():
+            for shape, entry in zip(shape_list, found):
+                label = f"{dl_strategy.name} over {n} local replica(s), {where}, variable of shape {shape}"
+                inside, outside = entry["inside"], entry["outside"]
+                assert inside["type"] == expected_type, (f"{label}: created in scope() as {inside['type']}, "
+                                                         f"but should be {expected_type}")
+                _check_full_copies(inside, entry["init"], n, label)
+                # Outside any scope the default strategy is in effect: only it owns the variable.
+                owned = dl_strategy.name == "default"
+                assert outside["in_scope"] == owned and len(outside["values"]) == 1, (
+                    f"{label}: created outside scope() it is a {outside['type']} with {len(outside['values'])} "
+                    f"component(s), owned by the strategy: {outside['in_scope']}; should be one plain copy, owned: {owned}")
+        evidence.covers(*_full_replica_modes(dl_strategy.name, n))
+    evidence.note(local_replicas=_local_counts(dl_strategy))
+
+
+def _full_replica_modes(name: str, n: int) -> list[str]:
+    kind = {"mirrored": f"MirroredStrategy+replicas={n}", "multi-worker": "MultiWorkerMirroredStrategy",
+            "default": "default-strategy", "one-device": "OneDeviceStrategy"}.get(name)
+    return ["outside-scope", *([kind] if kind else [])]
 
 
 @pytest.mark.claim("distributed.mirrored.default-all-reduce")
 @pytest.mark.dl_strategies("mirrored")
 @pytest.mark.min_devices(2)
 def test_default_all_reduce_depends_on_the_device_kind(tf, dl_strategy, dl_groups):
-    strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
+    for n in _local_counts(dl_strategy):
+        _check_default_all_reduce(tf, dl_strategy, dist.inprocess_strategy(dl_groups, dl_strategy, n))
+        evidence.covers(f"replicas={n}", f"{dl_strategy.device}-devices")
+
+
+def _check_default_all_reduce(tf: Any, dl_strategy: Any, strategy: Any) -> None:
     seen = tf_programs.default_all_reduce_ops(strategy)
     types = set(seen["op_types"])
     collective = sorted(t for t in types if t.startswith("CollectiveReduce"))
@@ -102,11 +120,16 @@ def test_default_all_reduce_depends_on_the_device_kind(tf, dl_strategy, dl_group
 @pytest.mark.claim("distributed.mirrored.scope")
 @pytest.mark.dl_strategies("mirrored")
 @pytest.mark.min_devices(2)
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])  # without and with slot variables
+# without and with slot variables; over 2 and 3 replicas (each count once, by construction)
+@pytest.mark.parametrize("optimizer, replicas", [("sgd", 2), ("adam", 3)])
 @expensive(1)
 @given(model=model_case(), rows_per_replica=st.integers(1, 2))
-def test_scope_is_required_and_strategy_run_distributes(tf, dl_strategy, dl_groups, optimizer, model, rows_per_replica):
-    strategy = dist.inprocess_strategy(dl_groups, dl_strategy)
+def test_scope_is_required_and_strategy_run_distributes(tf, dl_strategy, dl_groups, optimizer, replicas, model,
+                                                        rows_per_replica):
+    if replicas not in dl_strategy.replica_counts():
+        not_applicable(f"MirroredStrategy over {replicas} replicas: this run has {max(dl_strategy.replica_counts())} "
+                       f"{dl_strategy.device} device(s)")
+    strategy = dist.inprocess_strategy(dl_groups, dl_strategy, replicas)
     n = strategy.num_replicas_in_sync
     batch = n * rows_per_replica
     rng = np.random.default_rng(int(model["data_seed"]))
@@ -134,6 +157,8 @@ def test_scope_is_required_and_strategy_run_distributes(tf, dl_strategy, dl_grou
     assert in_replica and all(t == (False, n) for t in in_replica) and len(in_replica) == n, (
         f"fit traced its train step as (cross-replica, replicas in sync) {seen['fit_traces']}; it should be traced "
         f"once per replica in replica context with {n} replicas in sync: no code change needed for fit")
+    evidence.covers(f"replicas={n}", f"optimizer={optimizer}", "fit-outside-scope-fails", "step-bypassing-run",
+                    "strategy.run", "fit-in-scope")
 
 
 def _check_bypass_outside_scope(seen: dict[str, Any], optimizer: str, batch: int) -> None:

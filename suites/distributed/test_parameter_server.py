@@ -41,13 +41,16 @@ def test_variables_live_on_ps_and_workers_update_asynchronously(tf, dl_strategy,
         f"variables created in scope() were placed on {seen['devices']}; they should be on the ps tasks, "
         f"round-robin over {seen['ps']} of them (task i mod {seen['ps']})")
     assert _ps_task(seen["counter_device"]) is not None, f"the counter lives on {seen['counter_device']}, not on a ps task"
+    evidence.covers("round-robin-placement")
     assert seen["returned"] == list(range(1, INCREMENTS + 1)) and seen["counter"] == INCREMENTS, (
         f"{INCREMENTS} scheduled assign_add(1) returned {seen['returned']} and left {seen['counter']}; each update "
         f"should be applied exactly once, atomically: returns 1..{INCREMENTS} in some order, final value {INCREMENTS}")
+    evidence.covers("exactly-once-updates")
     assert seen["first_saw_flag"] == 1 and seen["second_saw_started"] == 1, (
         f"two scheduled functions that wait for each other through ps variables did not both see the other "
         f"(first saw the flag: {seen['first_saw_flag']}, second saw 'started': {seen['second_saw_started']}) "
         f"within {dl_timeout / 2:g} s: the workers did not run them concurrently")
+    evidence.covers("concurrent-workers")
 
 
 def _ps_task(device: str) -> int | None:

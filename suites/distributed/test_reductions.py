@@ -22,7 +22,18 @@ from hypothesis import strategies as st
 from pytest_dlconform.api import budget, evidence
 from pytest_dlconform.api import distribution as dist
 from pytest_dlconform.api import reductions as oracle
-from pytest_dlconform.api.distribution import TF_APIS, TF_DTYPES, TORCH_APIS, TORCH_DTYPES, Outcome, ReduceCase, reduce_batches
+from pytest_dlconform.api.distribution import (
+    TF_APIS,
+    TF_DTYPES,
+    TORCH_APIS,
+    TORCH_DTYPES,
+    Outcome,
+    ReduceCase,
+    collectives,
+    reduce_batches,
+    tf_modes_of,
+    tf_reduce_grid,
+)
 
 from . import tf_programs, torch_programs
 
@@ -77,7 +88,7 @@ def _tf_replica_counts(handle: Any, pool: Any, timeout: float) -> st.SearchStrat
     if handle.name == "multi-worker":
         return st.just(dist.group_for(pool, handle, timeout).world_size)
     if handle.name == "mirrored":
-        return st.integers(1, len(handle.replica_devices()))
+        return st.sampled_from(handle.replica_counts())
     if handle.name == "tpu":
         dist.tpu_strategy()  # reports "not applicable: no TPU" with TensorFlow's error
     return st.just(1)
@@ -96,10 +107,61 @@ def test_tf_cross_replica_reductions_equal_numpy(tf, dl_strategy, dl_groups, dl_
 
 
 @pytest.mark.claim("distributed.mirrored.reduce")
+@pytest.mark.dl_strategies("mirrored")
+@budget(1)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_tf_every_reduction_mode_over_2_and_3_replicas(tf, dl_strategy, dl_groups, seed):
+    """By construction: SUM and MEAN, axis None and 0, every reducing and gathering API,
+    over 2 and 3 logical devices (3: the non-power-of-two MEAN)."""
+    counts = [n for n in dist.REPLICA_COUNTS if n in dl_strategy.replica_counts()]
+    missing = sorted(set(dist.REPLICA_COUNTS) - set(counts))
+    cases = tf_reduce_grid(seed, counts)
+    covered: set[str] = set()
+    for where, outcomes in _tf_outcomes(dl_strategy, dl_groups, 0.0, cases).items():
+        for case, outcome in zip(cases, outcomes):
+            _check(case, outcome, f"{dl_strategy.name}, {where}", expected_dtype=_tf_expected_dtype(case))
+            covered.update(tf_modes_of(case))
+    evidence.covers(*sorted(covered))
+    if missing:  # GPUs only (a CPU run always has 3 logical devices): the ledger shows the mode unchecked
+        evidence.note(not_run=f"MirroredStrategy over {missing} replicas: this run has {max(dl_strategy.replica_counts())} "
+                              f"{dl_strategy.device} device(s) (--dl-replicas={dl_strategy.replicas})")
+
+
+@pytest.mark.claim("distributed.mirrored.reduce")
 def test_tf_reduce_ops_are_sum_and_mean_only(tf):
     """tf.distribute.ReduceOp documents SUM and MEAN; MAX is torch's, not TensorFlow's."""
     names = sorted(op.name for op in tf.distribute.ReduceOp)
     assert names == ["MEAN", "SUM"], f"tf.distribute.ReduceOp members are {names}, but should be MEAN and SUM"
+    evidence.covers("ReduceOp-members")
+
+
+@pytest.mark.claim("distributed.torch.collectives")
+@pytest.mark.dl_strategies("ddp")
+@budget(1)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_torch_every_reduce_op_on_every_rank_over_2_and_3_ranks(torch, dl_strategy, dl_groups, dl_timeout, seed):
+    """By construction: every documented ReduceOp x all_reduce, reduce (every rank as dst),
+    reduce_scatter, reduce_scatter_tensor, plus all_gather and broadcast (every src), over 2
+    and 3 ranks, each rank's result checked against numpy over all ranks' inputs."""
+    group = dist.group_for(dl_groups, dl_strategy, dl_timeout, world=dist.torch_ranks(dl_strategy))
+    counts = [n for n in dist.REPLICA_COUNTS if n <= group.world_size]
+    cases = collectives.grid(seed, counts=counts)
+    if dl_strategy.device == "gpu":  # ranks share one GPU over gloo: only all_reduce and broadcast exist there
+        cases = [c for c in cases if c.api in dist.TORCH_GLOO_CUDA]
+    per_rank = group.run(torch_programs.torch_collective_cases, cases, what="every ReduceOp on every collective")
+    backend = dl_strategy.torch_backend()
+    covered: set[str] = set()
+    for rank, outcomes in sorted(per_rank.items()):
+        for case, outcome in zip(cases, outcomes):
+            if collectives.receives(case, rank):
+                collectives.check_outcome(case, outcome, rank, backend)
+                covered.update(collectives.modes_of(case))
+    evidence.covers(*sorted(covered))
+    evidence.note(backend=backend, world_size=group.world_size, cases=len(cases),
+                  not_applicable_on_gloo={"ReduceOp.PREMUL_SUM": collectives.DOC_PREMUL} if backend == "gloo" else {})
+    missing = sorted(set(dist.REPLICA_COUNTS) - set(counts))
+    if missing:  # GPUs or torchrun only (a local CPU group has 3 ranks): the ledger shows the mode unchecked
+        evidence.note(not_run=f"{missing} ranks: this group has {group.world_size} (--dl-replicas={dl_strategy.replicas})")
 
 
 @pytest.mark.claim("distributed.torch.collectives")
@@ -107,7 +169,7 @@ def test_tf_reduce_ops_are_sum_and_mean_only(tf):
 @budget(4)
 @given(data=st.data())
 def test_torch_collectives_equal_numpy(torch, dl_strategy, dl_groups, dl_timeout, data):
-    group = dist.group_for(dl_groups, dl_strategy, dl_timeout)
+    group = dist.group_for(dl_groups, dl_strategy, dl_timeout, world=dist.torch_ranks(dl_strategy))
     apis = TORCH_APIS
     if dl_strategy.device == "gpu":  # ranks share one GPU over gloo: all_gather is not implemented there
         apis = {api: ops for api, ops in TORCH_APIS.items() if api in dist.TORCH_GLOO_CUDA}

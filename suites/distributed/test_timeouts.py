@@ -30,7 +30,8 @@ def test_collective_without_its_peer_fails_within_the_timeout(torch, dl_strategy
 
     assert tdist.default_pg_timeout == datetime.timedelta(minutes=30), (
         f"torch.distributed.default_pg_timeout is {tdist.default_pg_timeout}; the reference documents 30 minutes")
-    group = dist.group_for(dl_groups, dl_strategy, dl_timeout)
+    evidence.covers("default-timeout=30min")
+    group = dist.group_for(dl_groups, dl_strategy, dl_timeout, world=dist.torch_ranks(dl_strategy))
     if group.world_size < 2:
         pytest.fail("this property needs two ranks (--dl-replicas >= 2)", pytrace=False)
     absent = group.world_size - 1
@@ -46,3 +47,4 @@ def test_collective_without_its_peer_fails_within_the_timeout(torch, dl_strategy
                   errors=sorted({str(out["error"]) for out in waiting.values()}))
     problems = dist.stall_problems(per_rank, absent)
     assert not problems, "; ".join(problems)
+    evidence.covers("new_group+timeout")

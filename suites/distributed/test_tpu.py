@@ -19,8 +19,10 @@ def test_tpu_strategy_without_a_tpu_fails_with_a_clear_error(tf, dl_strategy):
     except ValueError as exc:
         evidence.note(error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - start)
         assert "TPU" in str(exc), f"TPUClusterResolver() without a TPU raised {exc!r}, which does not say a TPU is missing"
-        with pytest.raises(ValueError, match="TPU"):
+        evidence.covers("TPUClusterResolver-without-TPU")
+        with pytest.raises(ValueError, match="Please provide a TPU Name to connect to"):
             tf.distribute.TPUStrategy()  # no resolver: it builds the same default one
+        evidence.covers("TPUStrategy-without-TPU")
         return
     # A TPU is there: the strategy must come up from the resolver.
     strategy = dl_strategy.tf_strategy()

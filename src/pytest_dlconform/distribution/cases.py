@@ -68,6 +68,43 @@ def reduce_case(draw: st.DrawFn, apis: dict[str, tuple[str, ...]], dtypes: Seque
     return ReduceCase(api, _values(seed, shapes, dtype, op), dtype, op=op, axis=axis, src=src)
 
 
+def tf_reduce_grid(seed: int, counts: Sequence[int], dtypes: Sequence[str] = ("float32", "int64")) -> list[ReduceCase]:
+    """Every documented tf.distribute reduction mode over each replica count, by construction:
+    strategy.reduce(SUM|MEAN) with axis=None and axis=0 (replicas holding different numbers
+    of rows: r + 1 for replica r), ReplicaContext.all_reduce(SUM|MEAN) in replica context,
+    ReplicaContext.all_gather and strategy.gather along axis 0. Values from ``seed``: integer-valued
+    or uniform floats (drawn per case), so exact and rounded paths both run."""
+    rng = np.random.default_rng(seed)
+    cases: list[ReduceCase] = []
+
+    def values(op: str, dtype: str, shapes: Sequence[tuple[int, ...]]) -> tuple[np.ndarray, ...]:
+        return _values(int(rng.integers(0, 2**32)), shapes, dtype, op)
+
+    for n in counts:
+        same = [(2, 3)] * n
+        rows = [(r + 1, 3) for r in range(n)]
+        for dtype in dtypes:
+            for op in ("sum", "mean"):
+                cases.append(ReduceCase("strategy.reduce", values(op, dtype, same), dtype, op=op, axis=None))
+                cases.append(ReduceCase("strategy.reduce", values(op, dtype, rows), dtype, op=op, axis=0))
+                cases.append(ReduceCase("ReplicaContext.all_reduce", values(op, dtype, same), dtype, op=op))
+            cases.append(ReduceCase("ReplicaContext.all_gather", values("", dtype, same), dtype, axis=0))
+            cases.append(ReduceCase("strategy.gather", values("", dtype, rows), dtype, axis=0))
+    return cases
+
+
+def tf_modes_of(case: ReduceCase) -> tuple[str, ...]:
+    """The distributed.mirrored.reduce modes one checked case covers."""
+    modes = [f"replicas={case.replicas}", case.api]
+    if case.op:
+        modes.append(f"ReduceOp.{case.op.upper()}")
+    if case.api == "strategy.reduce":
+        modes.append(f"axis={case.axis}")
+    if case.axis is not None and len({v.shape for v in case.values}) > 1:
+        modes.append("uneven-rows")
+    return tuple(modes)
+
+
 def reduce_batches(apis: dict[str, tuple[str, ...]], dtypes: Sequence[str], replicas: st.SearchStrategy[int],
                    size: int) -> st.SearchStrategy[list[ReduceCase]]:
     return st.lists(reduce_case(apis, dtypes, replicas), min_size=size, max_size=size)
@@ -107,13 +144,21 @@ def _train_case(model: dict[str, object], rows: int, **extra: object) -> TrainCa
 
 @st.composite
 def tf_loop_case(draw: st.DrawFn, replicas: int, *, scalings: Sequence[str] = ("global", "default"),
-                 dtypes: Sequence[str] = ("float32", "float64")) -> TrainCase:
-    """A custom-loop case: steps global batches of B rows, B divisible by N or not."""
+                 dtypes: Sequence[str] = ("float32", "float64"), uneven: bool | None = None,
+                 partial: bool | None = False) -> TrainCase:
+    """A custom-loop case: global batches of B rows, B divisible by N or not (``uneven``:
+    True/False, None drawn; over one replica any B), then, with ``partial``, a last batch of
+    fewer than B rows (None: drawn)."""
     model = draw(model_case(dtypes=dtypes))
-    batch = draw(st.integers(1, 2 * replicas + 1), label="global batch")
-    steps = draw(st.integers(1, 3), label="steps")
+    batches = st.integers(2 if partial else 1, 2 * replicas + 1)  # a partial batch needs B > 1
+    if uneven is not None and replicas > 1:
+        batches = batches.filter(lambda b: (b % replicas != 0) == uneven)
+    batch = draw(batches, label="global batch")
+    steps = draw(st.integers(1, 2 if partial else 3), label="full batches")
+    with_partial = draw(st.booleans(), label="partial last batch") if partial is None else partial
+    last = draw(st.integers(1, batch - 1), label="last batch") if with_partial and batch > 1 else 0
     scaling = draw(st.sampled_from(list(scalings)), label="loss scaling")
-    return _train_case(model, batch * steps, batch=batch, loss_scaling=scaling)
+    return _train_case(model, batch * steps + last, batch=batch, loss_scaling=scaling)
 
 
 @st.composite
@@ -132,10 +177,17 @@ def fit_case(draw: st.DrawFn, replicas: int, *, even: bool) -> TrainCase:
 
 
 @st.composite
-def torch_case(draw: st.DrawFn, replicas: int) -> TrainCase:
-    """A DDP/FSDP case: a dataset of M rows (divisible by N or not), per-rank batches of b."""
+def torch_case(draw: st.DrawFn, replicas: int, *, drop_last: bool | None = None, uneven: bool | None = None,
+               join: str = "", ranks: int = 0) -> TrainCase:
+    """A DDP/FSDP case: a dataset of M rows, per-rank batches of b. ``uneven``: M not
+    divisible by N (True), divisible (False) or either (None); ``drop_last`` likewise drawn
+    when None. ``join``: each rank trains on its contiguous share of M rows (shares differing
+    by one row when uneven) under DDP.join (see TrainCase.join)."""
     model = draw(model_case())
     rank_batch = draw(st.integers(1, 3), label="per-rank batch")
-    rows = draw(st.integers(1, 3 * replicas), label="dataset rows")
-    drop_last = draw(st.booleans(), label="drop_last")
-    return _train_case(model, rows, rank_batch=rank_batch, drop_last=drop_last)
+    rows = st.integers(1, 3 * replicas)
+    if uneven is not None:
+        rows = rows.filter(lambda m: (m % replicas != 0) == uneven)
+    m = draw(rows, label="dataset rows")
+    dl = draw(st.booleans(), label="drop_last") if drop_last is None else drop_last
+    return _train_case(model, m, rank_batch=rank_batch, drop_last=dl, join=join, ranks=ranks)

@@ -20,7 +20,7 @@ from ..harness.clusters import external_tf_config, external_torch_env, tf_config
 from ..harness.groups import AttachedGroup, ClusterError, Group, LocalGroup, TaskError
 from ..harness.pool import GroupPool
 from ..harness.ports import lease_ports, loopback_interface
-from .handles import StrategyHandle
+from .handles import StrategyHandle, cpu_replicas
 from .ranks import ps_chief_setup, ps_servers_setup, tf_multiworker_setup, torch_setup, torch_teardown
 
 
@@ -69,9 +69,15 @@ def require_gpus_per_rank(handle: StrategyHandle, world_size: int) -> None:
         )
 
 
-def torch_group(handle: StrategyHandle, timeout: float) -> Group:
+def torch_ranks(handle: StrategyHandle) -> int:
+    """Ranks of the distributed suites' local torch group: at least 3 on CPU (cpu_replicas),
+    so that 2 and 3 ranks (subgroups of the first k) always run; N on GPUs (one per rank)."""
+    return cpu_replicas(handle.replicas) if handle.device == "cpu" else handle.replicas
+
+
+def torch_group(handle: StrategyHandle, timeout: float, world: int | None = None) -> Group:
     """A torch process group for ``handle``: this process's torchrun rank when launched by
-    torchrun, else ``handle.replicas`` local ranks meeting through a file."""
+    torchrun, else ``world`` local ranks (default ``handle.replicas``) meeting through a file."""
     outer = external_torch_env()
     cfg = {"backend": handle.torch_backend(), "timeout": timeout, "device": handle.device}
     if outer is not None:
@@ -79,7 +85,7 @@ def torch_group(handle: StrategyHandle, timeout: float) -> Group:
                              timeout, setup=torch_setup, setup_payload={**cfg, "init_method": "env://",
                                                                        "local_rank": outer.local_rank},
                              teardown=torch_teardown)
-    world = handle.replicas
+    world = world or handle.replicas
     require_gpus_per_rank(handle, world)
     iface = loopback_interface()
 
@@ -208,15 +214,18 @@ def ps_cluster(handle: StrategyHandle, timeout: float, ps_tasks: int = 2, allow_
     return group
 
 
-def group_for(pool: GroupPool, handle: StrategyHandle, timeout: float) -> Group:
-    """The pooled multi-process group of a multi-process handle, started on first use."""
-    key = (handle.framework, handle.name if handle.framework == "tensorflow" else "torch", handle.replicas, handle.device)
+def group_for(pool: GroupPool, handle: StrategyHandle, timeout: float, world: int | None = None) -> Group:
+    """The pooled multi-process group of a multi-process handle, started on first use;
+    ``world``: a torch group of that many ranks instead of ``handle.replicas`` (the
+    distributed suites ask for :func:`torch_ranks`)."""
+    size = world or handle.replicas
+    key = (handle.framework, handle.name if handle.framework == "tensorflow" else "torch", size, handle.device)
     if handle.name == "multi-worker":
         return pool.get(key, lambda: multiworker_cluster(handle, timeout, allow_listen_all=pool.allow_listen_all))
     if handle.name == "parameter-server":
         return pool.get(key, lambda: ps_cluster(handle, timeout, allow_listen_all=pool.allow_listen_all))
     if handle.name in ("ddp", "fsdp"):
-        return pool.get(key, lambda: torch_group(handle, timeout))
+        return pool.get(key, lambda: torch_group(handle, timeout, size))
     raise HarnessError(f"{handle.name} is not a multi-process strategy")
 
 
@@ -229,5 +238,5 @@ def inprocess_strategy(pool: GroupPool, handle: StrategyHandle, replicas: int | 
 __all__ = [
     "GLOO_CUDA_REASON", "LISTEN_ALL", "TORCH_GLOO_CUDA", "PsLayout", "child_threads", "group_for",
     "inprocess_strategy", "listen_all_refused", "multiworker_cluster", "ps_cluster", "require_gpus_per_rank",
-    "tf_cluster_network", "torch_group",
+    "tf_cluster_network", "torch_group", "torch_ranks",
 ]

@@ -2,11 +2,14 @@
 
 :func:`stall_problems` judges the outcome of a collective that one rank never joined
 (each waiting rank must raise torch's own timeout error); :func:`check_nccl_int_avg`
-judges NCCL's AVG on integers from what is documented rather than from what gloo does.
+judges NCCL's AVG on integers from what is documented rather than from what gloo does;
+:func:`check_sampler_reference` judges DistributedSampler's shards against index lists
+computed without torch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -56,4 +59,52 @@ def check_nccl_int_avg(case: ReduceCase, outcome: Outcome, where: str) -> None:
                                        "divided before summing)")
 
 
-__all__ = ["check_nccl_int_avg", "stall_problems"]
+def replica_split(rows: int, batch: int, replicas: int) -> list[int]:
+    """Rows per replica of a global batch of ``rows`` (``batch`` for a full one) under
+    experimental_distribute_dataset: per-replica batches of ceil(B/N) rows, filled in
+    replica order, so the last replicas get fewer rows or none (the empty batches the
+    distributed-input guide describes for partial batches). A batch of 4 over 3 replicas
+    is [2, 2, 0], not [2, 1, 1]; the rebatch docstring's own example ("[0, 1], [2, 3], []").
+    Observed with TensorFlow 2.21; over 2 replicas it is also "as even as possible"."""
+    per_replica = -(-batch // replicas)
+    left, sizes = rows, []
+    for _ in range(replicas):
+        sizes.append(min(per_replica, left))
+        left -= sizes[-1]
+    return sizes
+
+
+def check_replica_split(sizes_per_step: Sequence[Sequence[int]], batches: Sequence[int], batch: int, *,
+                        what: str) -> None:
+    """Each step's per-replica rows against :func:`replica_split` of its global batch."""
+    __tracebackhide__ = True
+    from ..checks.reductions import SplitMismatch
+
+    for step, (sizes, rows) in enumerate(zip(sizes_per_step, batches)):
+        expected = replica_split(rows, batch, len(sizes))
+        if list(sizes) != expected:
+            kind = "full" if rows == batch else "partial last"
+            raise SplitMismatch(f"{what}: step {step} split a {kind} global batch of {rows} rows into {list(sizes)} "
+                                f"per replica, but should split it into {expected} (per-replica batches of ceil({batch}/"
+                                f"{len(sizes)}) rows filled in replica order)")
+    if len(sizes_per_step) != len(batches):
+        raise SplitMismatch(f"{what}: {len(sizes_per_step)} steps, but the dataset has {len(batches)} global batches")
+
+
+def check_sampler_reference(shards: list[list[int]], *, dataset_len: int, drop_last: bool, what: str) -> None:
+    """DistributedSampler(shuffle=False)'s shards (one per rank): its documented contract
+    (same length on every rank; drop_last=False uses every index, True repeats none) and
+    the index lists computed without torch (:func:`.reference.sampler_shards`)."""
+    __tracebackhide__ = True
+    from ..checks import reductions
+    from .reference import sampler_shards
+
+    reductions.check_sampler_shards(shards, dataset_len=dataset_len, drop_last=drop_last, what=what)
+    expected = sampler_shards(dataset_len, len(shards), drop_last)
+    if [list(s) for s in shards] != expected:
+        raise reductions.SplitMismatch(
+            f"{what}: DistributedSampler gave the ranks {[list(s) for s in shards]}, but should give {expected} "
+            f"(rank r every {len(shards)}-th index from r; drop_last=False repeats indices from the start)")
+
+
+__all__ = ["check_nccl_int_avg", "check_replica_split", "check_sampler_reference", "replica_split", "stall_problems"]

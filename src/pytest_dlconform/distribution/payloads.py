@@ -67,10 +67,21 @@ class TrainCase:
     loss_scaling: str = "global"
     rank_batch: int = 1
     drop_last: bool = False
+    # torch: the ranks 0..ranks-1 that train (a new_group subgroup; 0: the whole group), and
+    # DDP.join for uneven inputs: "" (DistributedSampler shards), "initial" or "effective"
+    # (divide_by_initial_world_size True / False, each rank on its own contiguous share)
+    ranks: int = 0
+    join: str = ""
 
     @property
     def steps(self) -> int:
-        return len(self.x) // self.batch if self.batch else 0
+        """Global batches, the last one partial when ``batch`` does not divide the rows."""
+        return -(-len(self.x) // self.batch) if self.batch else 0
+
+    @property
+    def global_batches(self) -> list[int]:
+        """Rows of each global batch (the last one partial when ``batch`` does not divide the rows)."""
+        return [min(self.batch, len(self.x) - s * self.batch) for s in range(self.steps)]
 
 
 @dataclass(frozen=True)

@@ -131,25 +131,53 @@ def torch_weights(params: Sequence[Any]) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
+def sampler_shards(dataset_len: int, ranks: int, drop_last: bool) -> list[list[int]]:
+    """DistributedSampler(shuffle=False)'s shards, computed with no torch: the index list
+    made divisible by the ranks (drop_last=True drops the tail; False appends indices
+    again from the start, "extra indices to make the data evenly divisible", repeated as
+    often as needed when the dataset has fewer rows than ranks), rank r taking every
+    ranks-th index from position r."""
+    per_rank = dataset_len // ranks if drop_last else -(-dataset_len // ranks)
+    total = per_rank * ranks
+    indices = list(range(dataset_len))
+    if total > dataset_len and indices:
+        indices = (indices * -(-total // dataset_len))[:total]
+    indices = indices[:total]
+    return [indices[r:total:ranks] for r in range(ranks)]
+
+
 def sampler_batches(case: TrainCase, world_size: int) -> list[list[tuple[int, ...]]]:
-    """Per step, per rank: the dataset indices DistributedSampler(shuffle=False) and a
-    DataLoader with ``case.rank_batch`` give each rank (computed here, for every rank)."""
+    """Per step, per rank: the dataset indices each rank's loader gives it, from the numpy
+    shards (:func:`sampler_shards`) in batches of ``case.rank_batch``; with ``case.join``,
+    each rank's contiguous share of the rows (as even as possible, the first ranks taking
+    one row more), an exhausted rank contributing an empty batch to the later steps."""
+    if case.join:
+        shards = [list(map(int, a)) for a in np.array_split(np.arange(len(case.x)), world_size)]
+    else:
+        shards = sampler_shards(len(case.x), world_size, case.drop_last)
+    b = case.rank_batch
+    steps = max((-(-len(shard) // b) for shard in shards), default=0)
+    return [[tuple(shard[s * b:(s + 1) * b]) for shard in shards] for s in range(steps)]
+
+
+def torch_sampler_shards(case: TrainCase, world_size: int) -> list[list[int]]:
+    """What torch's DistributedSampler(shuffle=False) gives each rank (for comparison with
+    :func:`sampler_shards`)."""
     _ = adapter("torch").module  # the configured torch (threads) before anything of it runs
     from torch.utils.data import DistributedSampler
 
     with adapter("torch").module.device("cpu"):  # a sampler's draws belong on the host whatever the default device
         # DistributedSampler uses only len() of its dataset: a range stands for the rows.
-        shards: list[list[int]] = [
-            list(DistributedSampler(range(len(case.x)), num_replicas=world_size, rank=r,  # type: ignore[arg-type]
-                                    shuffle=False, drop_last=case.drop_last)) for r in range(world_size)]
-    steps = -(-len(shards[0]) // case.rank_batch) if shards[0] else 0
-    b = case.rank_batch
-    return [[tuple(int(i) for i in shard[s * b:(s + 1) * b]) for shard in shards] for s in range(steps)]
+        rows: Any = range(len(case.x))
+        samplers: list[Any] = [DistributedSampler(rows, num_replicas=world_size, rank=r, shuffle=False, drop_last=case.drop_last)
+                    for r in range(world_size)]
+        return [[int(i) for i in sampler] for sampler in samplers]
 
 
 def torch_single_process_steps(case: TrainCase, global_batches: Sequence[Sequence[Sequence[int]]]) -> tuple[np.ndarray, ...]:
     """The oracle: one process, the same model and optimizer, one step per global batch,
-    loss = mean over ranks of each rank's mean loss (what DDP and FSDP average)."""
+    loss = mean over ranks of each rank's mean loss (what DDP and FSDP average; ranks with
+    no batch left under DDP.join count as zero, see ``case.join``)."""
     torch = adapter("torch").module
     dtype = getattr(torch, case.dtype)
     model = torch_model(case)
@@ -158,13 +186,16 @@ def torch_single_process_steps(case: TrainCase, global_batches: Sequence[Sequenc
     for per_rank in global_batches:
         optimizer.zero_grad()
         losses = [((model(x[list(ix)]) - y[list(ix)]) ** 2).sum(dim=1).mean() for ix in per_rank if len(ix)]
-        loss = torch.stack(losses).sum() / len(per_rank)
+        # DDP averages over the ranks; under join(divide_by_initial_world_size=False) over
+        # the ranks that still have inputs (its reference), else over the initial world size.
+        loss = torch.stack(losses).sum() / (len(losses) if case.join == "effective" else len(per_rank))
         loss.backward()
         optimizer.step()
     return torch_weights(list(model.parameters()))
 
 
 __all__ = [
-    "keras_model", "keras_optimizer", "sample_weights", "sampler_batches", "tf_module",
-    "tf_single_device_steps", "torch_model", "torch_optimizer", "torch_single_process_steps", "torch_weights",
+    "keras_model", "keras_optimizer", "sample_weights", "sampler_batches", "sampler_shards", "tf_module",
+    "tf_single_device_steps", "torch_model", "torch_optimizer", "torch_sampler_shards", "torch_single_process_steps",
+    "torch_weights",
 ]

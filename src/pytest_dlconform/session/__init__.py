@@ -56,8 +56,11 @@ class Run(Workers, Collection, Guard, Outcome):
         # Read once: each call scans installed distributions' metadata, and collection
         # would otherwise repeat it for every test function and item.
         self.installed = opts.installed_frameworks()
-        # TensorFlow's logical CPU devices: one per replica when the run covers the CPU.
-        self.logical_cpus = self.settings.replicas if "cpu" in self.kinds else 1
+        # TensorFlow's logical CPU devices: one per replica when the run covers the CPU, at
+        # least 3 so the distributed suites always run 2 and 3 replicas (distribution.cpu_replicas).
+        from ..distribution.handles import cpu_replicas
+
+        self.logical_cpus = cpu_replicas(self.settings.replicas) if "cpu" in self.kinds else 1
         # ... and logical GPUs: a one-GPU run splits its GPU so multi-replica claims run (devices.logical_gpus).
         tf_adapter: Any = adapter("tensorflow")  # TensorFlowAdapter: logical_gpus is its own attribute
         tf_adapter.logical_gpus = devices.logical_gpus(self.kinds, self.settings.replicas)
