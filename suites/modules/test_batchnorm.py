@@ -190,7 +190,8 @@ def test_torch_batchnorm_without_running_stats_uses_batch_statistics(torch, phas
 @pytest.mark.claim(CLAIM)
 def test_torch_batchnorm_single_value_per_channel_raises(torch):
     layer = torch.nn.BatchNorm1d(3)
-    with pytest.raises(ValueError, match="more than 1 value per channel"):
+    with pytest.raises(ValueError, match=r"Expected more than 1 value per channel when training, got input size "
+                                         r"torch\.Size\(\[1, 3\]\)"):
         layer(torch.ones(1, 3))
     layer.eval()
     # In eval mode the running statistics are used, so a single sample is fine.
