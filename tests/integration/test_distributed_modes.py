@@ -168,18 +168,22 @@ def test_tf_mean_dividing_by_2_always_fails_at_3_replicas():
 
 
 @pytest.mark.parametrize("rows, batch, n, expected", [(5, 5, 3, [2, 2, 1]), (4, 5, 3, [2, 2, 0]), (1, 5, 3, [1, 0, 0]),
-                                                     (3, 4, 2, [2, 1]), (6, 6, 3, [2, 2, 2]), (4, 4, 3, [2, 2, 0]),
-                                                     (7, 7, 3, [3, 3, 1])])
+                                                     (3, 4, 2, [2, 1]), (2, 3, 2, [1, 1]), (6, 6, 3, [2, 2, 2]),
+                                                     (4, 4, 3, [2, 2, 0]), (7, 7, 3, [3, 3, 1])])
 def test_replica_split_of_full_and_partial_batches(rows, batch, n, expected):
     assert dist.replica_split(rows, batch, n) == expected
 
 
 def test_a_partial_batch_split_as_evenly_as_a_full_one_fails():
-    # 9 rows in global batches of 5 over 3 replicas: [2, 2, 1], then the partial 4 rows as [2, 2, 0].
+    # 9 rows in global batches of 5 over 3 replicas: [2, 2, 1], then the partial 4 rows as [2, 2, 0];
+    # 5 rows in batches of 3 over 2: [2, 1], then the partial 2 rows as [1, 1] (not [2, 0]).
     dist.check_replica_split([[2, 2, 1], [2, 2, 0]], [5, 4], 5, what="right")
     with pytest.raises(oracle.SplitMismatch, match=r"partial last global batch of 4 rows into \[2, 1, 1\] per replica, "
                                                    r"but should split it into \[2, 2, 0\]"):
         dist.check_replica_split([[2, 2, 1], [2, 1, 1]], [5, 4], 5, what="even partial")
+    dist.check_replica_split([[2, 1], [1, 1]], [3, 2], 3, what="right")
+    with pytest.raises(oracle.SplitMismatch, match=r"into \[2, 0\] per replica, but should split it into \[1, 1\]"):
+        dist.check_replica_split([[2, 1], [2, 0]], [3, 2], 3, what="the full batch's sizes")
     with pytest.raises(oracle.SplitMismatch, match=r"full global batch of 4 rows into \[2, 1, 1\] per replica, but "
                                                    r"should split it into \[2, 2, 0\] \(per-replica batches of ceil\(4/3\)"):
         dist.check_replica_split([[2, 1, 1]], [4], 4, what="as even as possible")

@@ -60,13 +60,15 @@ def check_nccl_int_avg(case: ReduceCase, outcome: Outcome, where: str) -> None:
 
 
 def replica_split(rows: int, batch: int, replicas: int) -> list[int]:
-    """Rows per replica of a global batch of ``rows`` (``batch`` for a full one) under
-    experimental_distribute_dataset: per-replica batches of ceil(B/N) rows, filled in
-    replica order, so the last replicas get fewer rows or none (the empty batches the
-    distributed-input guide describes for partial batches). A batch of 4 over 3 replicas
-    is [2, 2, 0], not [2, 1, 1]; the rebatch docstring's own example ("[0, 1], [2, 3], []").
-    Observed with TensorFlow 2.21; over 2 replicas it is also "as even as possible"."""
-    per_replica = -(-batch // replicas)
+    """Rows per replica of a global batch of ``rows`` (``batch`` rows for a full one, fewer for
+    a partial last one) under experimental_distribute_dataset: each batch is cut into
+    per-replica batches of ceil(rows/N) rows in replica order, so the last replicas get
+    fewer rows or none (the empty batches the distributed-input guide describes for partial
+    batches). A batch of 4 over 3 replicas is [2, 2, 0], not [2, 1, 1] (the rebatch
+    docstring's own example, "[0, 1], [2, 3], []"); a partial batch of 2 over 2 is [1, 1].
+    Observed with TensorFlow 2.21 (``batch`` is kept for the message only)."""
+    del batch
+    per_replica = -(-rows // replicas)
     left, sizes = rows, []
     for _ in range(replicas):
         sizes.append(min(per_replica, left))
@@ -85,8 +87,8 @@ def check_replica_split(sizes_per_step: Sequence[Sequence[int]], batches: Sequen
         if list(sizes) != expected:
             kind = "full" if rows == batch else "partial last"
             raise SplitMismatch(f"{what}: step {step} split a {kind} global batch of {rows} rows into {list(sizes)} "
-                                f"per replica, but should split it into {expected} (per-replica batches of ceil({batch}/"
-                                f"{len(sizes)}) rows filled in replica order)")
+                                f"per replica, but should split it into {expected} (per-replica batches of ceil({rows}/"
+                                f"{len(sizes)}) rows in replica order)")
     if len(sizes_per_step) != len(batches):
         raise SplitMismatch(f"{what}: {len(sizes_per_step)} steps, but the dataset has {len(batches)} global batches")
 
