@@ -310,7 +310,7 @@ def test_tflite_recurrent_layers_convert_with_a_dynamic_batch(tf):
     _require_tflite(tf)
     keras = _keras()
     refused = {}
-    for kind in ("lstm", "gru"):
+    for kind in ("lstm",):  # the guide's promise is for Keras LSTM (GRU converts like it: fixed batch only)
         spec = rt.ModelSpec(4, (rt.Layer(kind, 3), rt.Layer("dense", 2)), "float32", 5, shape=(5,))
         try:
             _convert(tf, rt.build_keras(spec, keras), quantise=False)
@@ -319,7 +319,7 @@ def test_tflite_recurrent_layers_convert_with_a_dynamic_batch(tf):
     if refused:
         raise AssertionError("TFLiteConverter.from_keras_model refuses Keras recurrent layers with a dynamic batch "
                              "(converted with batch_size fixed): " + "; ".join(f"{k}: {v}" for k, v in refused.items()))
-    evidence.covers("tflite-float", "layer=LSTM", "layer=GRU")
+    evidence.covers("tflite-float", "layer=LSTM")
 
 
 def _first_error(message: str) -> str:

@@ -8,7 +8,10 @@ One room per role, one direction (each module imports only those above it):
   into place; :func:`open_artifact` refuses anything without a matching seal.
 - :mod:`.models`: :class:`ModelSpec` (a small layer stack with parameters from its seed),
   its float64 numpy reference and the tolerances derived from it.
-- :mod:`.builders`: the spec as a torch module, a Keras model, a servable ``tf.Module``.
+- :mod:`.zoo`: coverage models: every layer kind and activation (non-default parameters)
+  in three small specs, by construction, and the claims' mode names of a spec.
+- :mod:`.builders`: the spec as a torch module (:mod:`.torch_layers`: the permutations and
+  recurrent wrappers torch.nn lacks), a Keras model, a servable ``tf.Module``.
 - :mod:`.loaders`: one loader per format (:data:`FORMATS`), the same code here and in a
   fresh interpreter: outputs, named state, signature.
 - :mod:`.oracles`: :func:`assert_same_outputs` (bitwise), :func:`assert_close_outputs`
