@@ -34,6 +34,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape, _amax
+from .pooling import valid_plan
 
 REDUCTIONS: Final = ("mean", "sum", "none")
 _KERAS_REDUCTION: Final = {"mean": "'sum_over_batch_size'", "sum": "'sum'", "none": "None"}
@@ -324,9 +325,9 @@ def _loss_ops() -> list[OpSpec]:
     sq_bound = lambda bs, ss, p: (bs[0] + 2.0) ** 2 * math.prod(ss[0])
     lin_bound = lambda bs, ss, p: 4.0 * (bs[0] + 2.0) * math.prod(ss[0])
     return [
-        OpSpec("cross_entropy", "loss", 1, _ce_torch, _ce_tf, _ce_ref, _matrix, _ce_plan, ce_bound,
+        OpSpec("cross_entropy", "loss", 1, _ce_torch, _ce_tf, _ce_ref, _matrix, valid_plan(_ce_plan, _ce_ref), ce_bound,
                _numeric_lip(_ce_ref, lambda s: 2.0 * _size(s)), hint=_hint_logits, composable=False),
-        OpSpec("nll_loss", "loss", 1, _nll_torch, _nll_tf, _nll_ref, _matrix, _nll_plan, lin_bound,
+        OpSpec("nll_loss", "loss", 1, _nll_torch, _nll_tf, _nll_ref, _matrix, valid_plan(_nll_plan, _nll_ref), lin_bound,
                _numeric_lip(_nll_ref, _size), hint=_hint_logits, composable=False),
         OpSpec("mse_loss", "loss", 1, _mse_torch, _mse_tf, _mse_ref,
                _matrix, lambda draw, s, b: {"reduction": red(draw), "seed": _seed(draw)}, sq_bound,
