@@ -133,6 +133,9 @@ def _index(p: Params, n: int, k: int) -> list[int]:
 def _add_idx(p: Params, shapes: Sequence[Shape]) -> list[int]:
     a, b = shapes
     dim = _norm_axis(p["dim"], len(a))
+    if any(a[d] != b[d] for d in range(len(a)) if d != dim):
+        # A class's dim where the operands differ elsewhere (numpy would broadcast): drawn again.
+        raise ValueError(f"index_add along {dim}: self {a} and source {b} must agree in every other dim")
     return _index(p, a[dim], b[dim])
 
 
