@@ -83,6 +83,9 @@ def _graph(tf: Any, program: Any, dtype: str, plant: bool = False) -> tuple[Any,
 @budget(8)
 @given(data=st.data(), program=GRAPH_PROGRAMS, dtype=st.sampled_from(FLOATS))
 def test_graph_built_once_runs_like_eager_in_a_session(tf, dl_device, data, program, dtype):
+    # A known divergence with its own pinned test (test_function.py): grappler's oneDNN fusion
+    # of mish in float32, which a Session's graph gets too.
+    assume(not (dtype == "float32" and any(op.name == "mish" for op in program.ops)))
     recipes = data.draw(st.lists(input_recipes(program.n_inputs), min_size=1, max_size=3), label="feeds")
     graph, placeholders, out = _graph(tf, program, dtype)
     assert tf.is_symbolic_tensor(out), "building in a tf.Graph gave a concrete tensor"
@@ -105,9 +108,10 @@ def test_graph_built_once_runs_like_eager_in_a_session(tf, dl_device, data, prog
 @budget(8)
 @given(program=flow_programs(require_tensor_flow=True), x=flow_inputs(), dtype=st.sampled_from(FLOATS))
 def test_autograph_control_flow_runs_in_a_session(tf, dl_device, program, x, dtype):
-    tol = tolerance(dtype, ops=program.op_count(), reduction=x.size, device=dl_device, framework="tensorflow",
-                    matmul=True)
     reference = program.run(x)
+    # Outputs may cancel: the bound is taken against the largest intermediate (FlowRun.magnitude).
+    tol = tolerance(dtype, ops=program.op_count(), reduction=x.size, device=dl_device, framework="tensorflow",
+                    matmul=True, magnitude=reference.magnitude)
     assume(not ambiguity(reference, tol.rtol))
     eager = program.load("tensorflow", tf, dtype)(tf.constant(x, dtype=getattr(tf, dtype))).numpy()
     graph = tf.Graph()
@@ -125,6 +129,7 @@ def test_autograph_control_flow_runs_in_a_session(tf, dl_device, program, x, dty
 @budget(6)
 @given(data=st.data(), program=GRAPH_PROGRAMS, dtype=st.sampled_from(FLOATS))
 def test_graph_optimisation_is_observable_and_keeps_results(tf, dl_device, data, program, dtype):
+    assume(not (dtype == "float32" and any(op.name == "mish" for op in program.ops)))  # as above
     case = ProgramCase.from_recipe(program, data.draw(input_recipes(program.n_inputs), label="recipe"))
     graph, placeholders, out = _graph(tf, program, dtype, plant=True)
     runs = {}

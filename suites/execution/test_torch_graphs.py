@@ -53,7 +53,10 @@ def test_autograd_records_the_path_that_ran(torch, program, x, w):
     fn = program.load("torch", torch, "float64")
     xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
     y = fn(xt)  # plain Python if/while/for on tensor values
-    assert_close(_numpy(y), run.y, tol, what="output vs float64 reference")
+    # The output may cancel (an affine shift of sigmoids near 1/2): its rounding is that of the
+    # largest intermediate (FlowRun.magnitude), numerics.tolerance's magnitude floor.
+    out_tol = tolerance("float64", ops=2 * program.op_count(), reduction=x.size, magnitude=run.magnitude)
+    assert_close(_numpy(y), run.y, out_tol, what="output vs float64 reference")
     check_counts(autograd_node_counts(y), run.executed, AUTOGRAD_OPS,
                  what="backward nodes recorded along the executed path")
     loss = (y * torch.tensor(w, dtype=torch.float64)).sum()
@@ -106,9 +109,12 @@ def test_script_keeps_control_flow_trace_freezes_one_path(torch, program, x0, ot
     differs = 0
     for x, run in zip((x0, *others), runs):
         xt = torch.tensor(x, dtype=torch.float64)
-        assert_close(_numpy(scripted(xt)), run.y, tol, what="torch.jit.script vs float64 reference")
+        # Outputs may cancel: the bound is taken against the largest intermediate (FlowRun.magnitude).
+        at = tolerance("float64", ops=program.op_count(), reduction=x0.size, magnitude=run.magnitude)
+        assert_close(_numpy(scripted(xt)), run.y, at, what="torch.jit.script vs float64 reference")
         frozen = program.run(x, forced=runs[0].decisions)
-        assert_close(_numpy(traced(xt)), frozen.y, tol, what="torch.jit.trace vs the path recorded at tracing")
+        at = tolerance("float64", ops=program.op_count(), reduction=x0.size, magnitude=frozen.magnitude)
+        assert_close(_numpy(traced(xt)), frozen.y, at, what="torch.jit.trace vs the path recorded at tracing")
         differs += run.decisions != runs[0].decisions
     evidence.note(inputs_on_another_path=differs, tracer_warnings=len(tracer_warnings))
     evidence.covers("torch.jit.script", "torch.jit.trace")

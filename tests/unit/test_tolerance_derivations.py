@@ -161,3 +161,25 @@ def test_a_weight_half_a_step_and_5e_5_away_fails_now():
     off = r"weight \[3, \d+\] stored as .* steps away, should be <= 0\.5 .*1 weight\(s\) off"
     with pytest.raises(rt.QuantisedWeightsMismatch, match=off):
         rt.oracles._check_int8_kernel(t, w, "off by rounding")
+
+
+# ---------------------------------------------------------------- flow programs: cancellation
+
+
+def test_a_cancelling_flow_program_is_judged_against_its_largest_intermediate():
+    """Explore seed 85307689: sigmoid(...) * 0.5 - 0.25 three times cancels to 1.7e-3; TorchScript's
+    float64 result was off by 5.55e-17 (one rounding of a term of size 0.25). Against the result
+    alone the bound is 1.2e-17; against FlowRun.magnitude (1.45) it holds, and 1e-12 still fails."""
+    from pytest_dlconform.checks.tracing.control_flow import Affine, FlowProgram, PythonFor, TensorIf, Unary
+
+    program = FlowProgram((TensorIf(-0.4, (Unary("cos"),), ()), PythonFor(3, (Unary("sigmoid"), Affine(0.5, -0.25)))))
+    x = np.random.default_rng(0).uniform(-1.5, 1.5, (2, 3))
+    run = program.run(x)
+    assert run.magnitude == pytest.approx(1.4504, rel=1e-4) and np.max(np.abs(run.y)) < 2e-3
+    observed = run.y + 5.551115123125783e-17
+    with pytest.raises(ToleranceExceeded):
+        assert_close(observed, run.y, tolerance("float64", ops=program.op_count(), reduction=x.size), what="no floor")
+    tol = tolerance("float64", ops=program.op_count(), reduction=x.size, magnitude=run.magnitude)
+    assert_close(observed, run.y, tol, what="with the intermediates' magnitude")
+    with pytest.raises(ToleranceExceeded, match="wrong by 1e-12"):
+        assert_close(run.y + 1e-12, run.y, tol, what="wrong by 1e-12")

@@ -208,6 +208,10 @@ class FlowRun:
     margin: float = math.inf  # smallest |mean(x) - threshold| over the decisions taken
     kink: float = math.inf  # smallest |pre-activation| entering a relu
     executed: collections.Counter[str] = field(default_factory=collections.Counter)
+    # Largest intermediate the run rounded: every register value and every term of an affine
+    # or dense statement (|x s| + |shift|, |x| |W| + |b|), the scale of its rounding errors
+    # where the output cancels (numerics.tolerance's magnitude=).
+    magnitude: float = 0.0
 
 
 class _Names:
@@ -330,6 +334,7 @@ def _decide(state: FlowRun, threshold: float, forced: Iterator[bool] | None) -> 
 def _execute(body: Sequence[Stmt], st_: FlowRun, weights: dict[str, np.ndarray], forced: Iterator[bool] | None,
              names: _Names) -> None:
     for s in body:
+        st_.magnitude = max(st_.magnitude, float(np.max(np.abs(st_.y), initial=0.0)))
         if isinstance(s, Unary):
             _, _, f, df, _, _ = UNARY[s.op]
             if st_.tangent is not None:
@@ -337,12 +342,15 @@ def _execute(body: Sequence[Stmt], st_: FlowRun, weights: dict[str, np.ndarray],
             st_.y = f(st_.y)
             st_.executed[s.op] += 1
         elif isinstance(s, Affine):
+            st_.magnitude = max(st_.magnitude, float(np.max(np.abs(st_.y * s.scale), initial=0.0)) + abs(s.shift))
             st_.y = st_.y * s.scale + s.shift
             if st_.tangent is not None:
                 st_.tangent = st_.tangent * s.scale
         elif isinstance(s, Dense):
             k = names(s)
             z = st_.y @ weights[f"W{k}"] + weights[f"B{k}"]
+            terms = np.abs(st_.y) @ np.abs(weights[f"W{k}"]) + np.abs(weights[f"B{k}"])
+            st_.magnitude = max(st_.magnitude, float(np.max(terms, initial=0.0)))
             st_.kink = min(st_.kink, float(np.min(np.abs(z))) if z.size else math.inf)
             if st_.tangent is not None:
                 st_.tangent = (z > 0) * (st_.tangent @ weights[f"W{k}"])
