@@ -292,3 +292,21 @@ def _check_join(group: Any) -> None:
         oracle.check_weights(per_rank[rank][0].weights, right, tol, what=f"rank {rank}")
         with pytest.raises(oracle.StepMismatch, match=f"rank {rank}"):
             oracle.check_weights(per_rank[rank][0].weights, other, tol, what=f"rank {rank}")
+
+
+# ------------------------------------------------------------------ the modes ledger and known divergences
+
+
+def test_a_claim_whose_tests_are_all_known_divergences_demands_no_modes():
+    from pytest_dlconform import modes
+
+    def test(verdict: str, divergence: str | None, covered: dict[str, int] | None = None) -> dict[str, Any]:
+        return {"verdict": verdict, "divergence": divergence, "evidence": {"modes": covered or {}}}
+    report = {"claims": {
+        "a.diverges": {"claim": {"modes": ["optimizer=sgd"]}, "tests": [test("violated", "entry 7 (a.diverges)")]},
+        "a.fails": {"claim": {"modes": ["optimizer=sgd"]}, "tests": [test("violated", None)]},
+        "a.holds": {"claim": {"modes": ["x", "y"]}, "tests": [test("holds", None, {"x": 1}),
+                                                              test("violated", "entry 1", {})]}}}
+    led = modes.ledger(report)
+    assert led is not None and "a.diverges" not in led["claims"]
+    assert modes.problems(report) == ["a.fails: optimizer=sgd", "a.holds: y"]
