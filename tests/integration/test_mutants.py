@@ -297,6 +297,7 @@ def test_the_stop_gradient_suite_fails_on_its_wrong_twins(tmp_path, name, framew
     (["--sample", "0"], "--sample 0: give a count from 1 to"),
     (["--area", "data", "--sample", "999"], "--sample 999: give a count from 1 to"),
     (["--fail-under", "150"], "--fail-under 150.0: give a percentage from 0 to 100"),
+    (["--baseline-timeout", "0"], "--baseline-timeout 0.0: give a positive number of seconds"),
 ])
 def test_bad_input_is_one_line_with_the_fix_and_exit_2(argv, message):
     done = subprocess.run([sys.executable, "-m", "pytest_dlconform.cli", "mutate", *argv], capture_output=True,
