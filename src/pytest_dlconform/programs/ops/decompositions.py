@@ -28,7 +28,8 @@ eigensolver returns singular vectors / eigenvectors whose angle to the exact one
 columns, which bounds the sensitivity of Q and R (Sun's perturbation bound). ``gap`` is
 taken at the actual matrix (the distance between distinct values and, for the singular
 values of a rectangular matrix, to zero). The Lipschitz constants are measured by
-``_jacobian_norm`` of the float64 references; the third value is the rounding of M's
+``_jacobian_norm`` of the float64 references in M (in x: that times ``s max sech^2(x)``, the chain
+rule in closed form, which saturated tanh does not hide); the third value is the rounding of M's
 entries, sums of terms up to ``2k + s`` (as in :mod:`.linalg`).
 """
 
@@ -188,8 +189,13 @@ def _lip(apply: Callable[[Array, Params], Array], kind: str) -> Callable[..., tu
         x = xs[0]
         mat = build(x, p)
         n = max(x.shape[-2:])
-        lx = _jacobian_norm(lambda v: apply(build(v, p), p), x, 2)
         lm = _jacobian_norm(lambda v: apply(v, p), mat, 2)
+        # d M = s sech^2(x) d x (sym: the average of two such terms): |J_x| <= L_M s max sech^2(x).
+        # From the closed form, not by differences: where tanh saturates (|x| >= 16) a central
+        # difference of it is 0 in float64, while the derivative (5e-14 at 16) is not, and the
+        # frameworks' tangents of that size err by rounding (explore: TF qr, 'large' regime).
+        sech2 = 4.0 * np.exp(-2.0 * np.abs(x)) / (1.0 + np.exp(-2.0 * np.abs(x))) ** 2
+        lx = lm * scale(x.shape, p) * float(np.max(sech2))
         work = float(n) ** 3 + 2.0 * n * _gap_condition(mat, kind)
         return (lx,), work, lm * (2.0 * min(x.shape[-2:]) + scale(x.shape, p))
 
