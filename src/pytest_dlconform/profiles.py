@@ -56,6 +56,7 @@ def choose_seed(config: object) -> int | None:
     worker keeps the controller's (xdist copies the options), a non-dlconform run is left alone."""
     import os
     import secrets
+    import zlib
 
     option = getattr(config, "option", None)
     if option is None or hasattr(config, "workerinput") or getattr(option, "hypothesis_seed", None) is not None:
@@ -68,6 +69,15 @@ def choose_seed(config: object) -> int | None:
     profile = getattr(option, "dl_profile", None) or os.environ.get("DLCONFORM_PROFILE")
     if profile not in RANDOMIZED:
         return None
-    seed = secrets.randbelow(2**32)
+    # Every member of an outer cluster (torchrun ranks, TF_CONFIG workers: one pytest each)
+    # must draw the same examples, so their collectives match: the seed comes from what they
+    # share, --dl-seed, instead of from chance.
+    from .harness.clusters import OUTER_CLUSTER_VARS
+
+    if any(var in os.environ for var in OUTER_CLUSTER_VARS):
+        base = getattr(option, "dl_seed", None) or os.environ.get("DLCONFORM_SEED") or "0"
+        seed = zlib.crc32(f"dlconform-cluster:{base}".encode())
+    else:
+        seed = secrets.randbelow(2**32)
     option.hypothesis_seed = str(seed)
     return seed
