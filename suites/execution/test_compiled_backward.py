@@ -298,13 +298,22 @@ def _outcome(framework: str, mode: str, device: str, dtypes: Sequence[str], buil
     return outcome
 
 
-def _report(outcome: Outcome, op: str, mode: str) -> None:
+#: The claims' modes per compile mode (execution.toml).
+MODE_NAMES = {"aot_eager": "backend=aot_eager", "inductor": "backend=inductor", "torchscript": "torch.jit.trace",
+              "function": "jit_compile=None", "xla": "jit_compile=True"}
+
+
+def _report(outcome: Outcome, op: str, mode: str, dtypes: Sequence[str] = DTYPES) -> None:
     evidence.note(examples=outcome.examples, batch_compile_s=round(outcome.compile_s, 2),
                   fd_inconclusive=outcome.inconclusive.get(op, 0))
     if op in outcome.not_applicable:
         not_applicable(outcome.not_applicable[op])
     if op in outcome.failures:
         pytest.fail(outcome.failures[op], pytrace=False)
+    evidence.covers(MODE_NAMES[mode], *(f"dtype={d}" for d in dtypes))
+    framework = "tensorflow" if mode in TF_MODES else "torch"
+    if "float64" in dtypes and op not in NO_FD[framework] and outcome.inconclusive.get(op, 0) < outcome.examples:
+        evidence.covers("vs-finite-differences")
 
 
 def _torch_build(torch: Any) -> Callable[..., Any]:
@@ -329,7 +338,7 @@ def test_torch_inductor_backward_matches_eager(torch, dl_device, op):
     # float32, where inductor generates its own kernels; one compile per half of the library.
     outcome = _outcome("torch", "inductor", dl_device, ("float32",), _torch_build(torch), ci_examples=1, op=op,
                        size=INDUCTOR_CHUNK)
-    _report(outcome, op, "inductor")
+    _report(outcome, op, "inductor", ("float32",))
 
 
 @pytest.mark.claim("execution.function.backward")
