@@ -34,6 +34,7 @@ from pytest_dlconform.api.programs import (
     TORCH_FLOAT64_GRADIENT,
     TORCH_FORWARD_MODE,
     ProgramCase,
+    gradient_error_bound,
     op_names,
     program_cases,
 )
@@ -72,8 +73,18 @@ def _program_tolerance(case: ProgramCase, dtype: str, w: np.ndarray | None = Non
     if w is None:
         return tol
     bound = case.program.derivative_error_bound(case.inputs, dtype)
-    return tol.with_floor(2 * bound * float(np.sum(np.abs(w))),
-                          f"2 runs x derivative_error_bound {bound:.3g} x ||w||_1")
+    norm = float(np.sum(np.abs(w)))
+    floor, why = 2 * bound * norm, f"2 runs x derivative_error_bound {bound:.3g} x ||w||_1"
+    try:
+        # The fuller model where it applies: it adds f' computed from the rounded output
+        # (tanh's 1 - y**2 from a rounded y: explore seed 86829192 had two float64 gradients
+        # 6.3e-18 apart against a 2.2e-20 floor) and reverse mode's accumulation.
+        b, flush = gradient_error_bound(case.program, case.inputs, dtype)
+    except ValueError:  # a non-linear op reads a computed register: not modelled there
+        return tol.with_floor(floor, why)
+    full = 2 * (b * norm + flush)
+    return tol.with_floor(max(floor, full), why if floor >= full else f"2 runs x gradient_error_bound "
+                          f"(B {b:.3g} x ||w||_1 + floor {flush:.3g})")
 
 
 @pytest.mark.claim("autodiff.gradient.finite-differences")
