@@ -3,6 +3,7 @@ the logic lives in plain modules; no framework is imported when this module load
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +78,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if getattr(config.option, "dl_profile", None) or opts.env_var(opts.PROFILE) in __import__("os").environ:
+    if getattr(config.option, "dl_profile", None) or opts.env_var(opts.PROFILE) in os.environ:
         from .profiles import choose_seed
 
         choose_seed(config)  # a randomized profile without --hypothesis-seed: pick one, printed and reported
