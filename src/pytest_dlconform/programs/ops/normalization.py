@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape
-from .common import _jacobian_norm, _lst
+from .common import _lst
 from .convolution import _hint_channels
 from .hints import _hint_image
 from .pooling import valid_plan
@@ -70,8 +70,17 @@ def _ref(name: str) -> Any:
 
 def _lip(name: str) -> Any:
     def lip(xs: Sequence[Array], out: Array, p: Params, ws: Sequence[Array]) -> tuple[Sequence[float], float]:
+        # The Jacobian's terms without cancellation, an upper bound on the Lipschitz constant:
+        # dy_i/dx_j = (delta_ij - 1/n) / s - y_i y_j / (n s), so sum_j |terms| =
+        # (2 + |y_i| mean|y|) / s. The true row sum can cancel to ~0 (two values per mean give
+        # y = +-1 whatever x), while the tangent rule still rounds terms of size 1/s: explore
+        # seed 305551, batch_norm on (2, 2), a transposed-layout gradient 8.6e-16 apart from
+        # the contiguous one where a numerical Lipschitz constant allowed 8e-17.
         r = rows(name, xs[0], p)
-        return (_jacobian_norm(lambda v: _normalise(v, p["eps"]), r, 1),), float(r.shape[1])
+        s = np.sqrt(np.var(r, axis=-1, keepdims=True) + p["eps"])
+        y = np.abs((r - np.mean(r, axis=-1, keepdims=True)) / s)
+        terms = (2.0 + y * np.mean(y, axis=-1, keepdims=True)) / s
+        return (float(np.max(terms)),), float(r.shape[1])
 
     return lip
 
