@@ -268,6 +268,32 @@ def test_cumprod_gradient_at_exact_zeros(dl_framework, dl_device, exclusive, rev
                        "exact zeros of the input")
 
 
+# --------------------------------------------------------------------------- BCE with logits at 0
+
+
+@pytest.mark.claim("autodiff.gradient.documented-conventions")
+@pytest.mark.parametrize("pos_weight", [1.0, 2.0, 0.5])
+def test_bce_with_logits_gradient_at_zero_logits(dl_framework, dl_device, pos_weight):
+    """The documented loss, l = -q z log(sigmoid(x)) - (1 - z) log(1 - sigmoid(x)), is smooth:
+    at x = 0 its derivative is -q z / 2 + (1 - z) / 2, whatever the implementation's pieces."""
+    z = np.array([0.0, 0.25, 0.5, 1.0])
+    x = np.zeros_like(z)
+    w = np.ones_like(z)
+    want = -pos_weight * z / 2 + (1 - z) / 2
+    if dl_framework.name == "torch":
+        torch = dl_framework.module
+        f = lambda t: torch.nn.functional.binary_cross_entropy_with_logits(
+            t, torch.tensor(z), pos_weight=torch.tensor(pos_weight, dtype=torch.float64), reduction="none")
+        got = _torch_grad(torch, f, x, w)
+    else:
+        tf = dl_framework.module
+        f = lambda t: tf.nn.weighted_cross_entropy_with_logits(labels=tf.constant(z), logits=t,
+                                                               pos_weight=tf.constant(pos_weight, tf.float64))
+        got = _tf_grad(tf, f, x, w)
+    assert_within(got, want, 4 * EPS, what=f"{dl_framework.name} bce_with_logits gradient at logits 0 "
+                                            f"(pos_weight={pos_weight}) vs the documented loss's derivative")
+
+
 # --------------------------------------------------------------------------- QR's documented domain
 
 
