@@ -143,9 +143,8 @@ def test_same_model_fails_float32_accuracy_passed_off_as_float64(tf, keras, torc
 
 def test_ill_conditioned_comparisons_are_counted_and_still_judged():
     loose = cf.Tolerance(2 * cf.UNJUDGED_RTOL, "too loose to judge")
-    with evidence.recording() as recorder:
-        with pytest.raises(cf.ModelMismatch, match="x: logits"):
-            cf.compare({"logits": np.ones(3)}, {"logits": np.zeros(3)}, loose, loose, what="x")
+    with evidence.recording() as recorder, pytest.raises(cf.ModelMismatch, match="x: logits"):
+        cf.compare({"logits": np.ones(3)}, {"logits": np.zeros(3)}, loose, loose, what="x")
     assert recorder.notes[cf.LOOSE_NOTE] == 1
     assert recorder.checks
 
