@@ -59,7 +59,7 @@ def _torch_grad(torch: Any, f: Any, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     t = torch.tensor(x, requires_grad=True)
     y = f(t)
     (g,) = torch.autograd.grad(y, t, torch.tensor(w))
-    return np.asarray(g.numpy())
+    return np.asarray(g.detach().cpu().numpy())
 
 
 def _tf_grad(tf: Any, f: Any, x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -99,7 +99,7 @@ def test_max_and_min_split_the_gradient_evenly_between_ties(dl_framework, dl_dev
             f = (lambda t: torch.amax(t, dim=-1)) if sign > 0 else (lambda t: torch.amin(t, dim=-1))
             got = _torch_grad(torch, f, x, w)
             # torch.max(dim) sends the whole cotangent to the one index it returns.
-            pick = (torch.max if sign > 0 else torch.min)(torch.tensor(x), dim=-1).indices.numpy()
+            pick = (torch.max if sign > 0 else torch.min)(torch.tensor(x), dim=-1).indices.cpu().numpy()
             single = np.zeros_like(x)
             single[np.arange(3), pick] = w
             reduce = (lambda t: torch.max(t, dim=-1).values) if sign > 0 else (lambda t: torch.min(t, dim=-1).values)
@@ -195,10 +195,10 @@ def test_torch_embedding_gradient_padding_idx_frequency_and_sparse(torch, dl_dev
     t = torch.tensor(table, requires_grad=True)
     y = F.embedding(torch.tensor(ids), t, padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
                     sparse=sparse)
-    assert_within(y.detach().numpy(), table[ids], 0.0, what="F.embedding forward: the rows of the table")
+    assert_within(y.detach().cpu().numpy(), table[ids], 0.0, what="F.embedding forward: the rows of the table")
     (g,) = torch.autograd.grad(y, t, torch.tensor(w))
     assert g.is_sparse == sparse, f"F.embedding(sparse={sparse}) returned a {'sparse' if g.is_sparse else 'dense'} gradient"
-    got = g.to_dense().numpy() if sparse else g.numpy()
+    got = g.to_dense().cpu().numpy() if sparse else g.detach().cpu().numpy()
     want = _embedding_grad(ids, w, vocab, padding_idx, scale_grad_by_freq)
     what = (f"F.embedding gradient (padding_idx={padding_idx}, scale_grad_by_freq={scale_grad_by_freq}, "
             f"sparse={sparse}): repeated ids summed")

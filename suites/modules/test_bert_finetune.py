@@ -78,7 +78,7 @@ def _cross_entropy(torch, model, data: TokenRule) -> float:
     z = logits.double().cpu().numpy()
     z = z - z.max(axis=1, keepdims=True)
     logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-    return float(-np.mean(logp[np.arange(len(data)), data.labels.numpy()]))
+    return float(-np.mean(logp[np.arange(len(data)), data.labels.cpu().numpy()]))
 
 
 @pytest.mark.claim(CLAIM)
