@@ -34,6 +34,9 @@ TABLE_ORDER = [
     # issue 12 part B, per-op only (composable=False): pooling, convolution, losses, attention, normalisation
     "max_pool2d", "avg_pool2d_pad", "conv2d_full", "conv_transpose2d", "cross_entropy", "nll_loss", "mse_loss",
     "huber_loss", "smooth_l1_loss", "bce_with_logits", "sdpa", "batch_norm", "group_norm", "instance_norm",
+    # issue 12 part A, per-op only: indexing with accumulation, ordering, decompositions
+    "scatter_add", "index_add", "index_put", "embedding", "sort_sep", "topk_sep", "amax_sep", "amin_sep", "cumprod",
+    "svd", "qr", "eigh",
 ]
 
 
