@@ -19,8 +19,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from .results import ERROR, HOLDS, VIOLATED
+
 #: Verdicts of a test that ran its checks (a not-applicable test checked nothing).
-RAN = ("holds", "violated", "error")
+RAN = (HOLDS, VIOLATED, ERROR)
 
 
 def ledger(report: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -48,9 +50,8 @@ def ledger(report: Mapping[str, Any]) -> dict[str, Any] | None:
             "declared": sum(len(c["declared"]) for c in out.values())} if out else None
 
 
-def problems(doc: Mapping[str, Any]) -> list[str]:
-    """One line per claim that ran and left declared modes unchecked."""
-    led = doc.get("modes") or ledger(doc)
+def problems(led: Mapping[str, Any] | None) -> list[str]:
+    """One line per claim of the ledger ``led`` that ran and left declared modes unchecked."""
     if not led:
         return []
     return [f"{cid}: {', '.join(c['unchecked'])}" for cid, c in led["claims"].items() if c["unchecked"]]
@@ -98,9 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except compare.UnusableReport as exc:
         sys.stderr.write(f"dlconform modes: {exc}\n")
         return 2
-    led = doc.get("modes") or ledger(doc)
+    led = doc.get("modes") or ledger(doc)  # a report from before the ledger existed: computed here
     sys.stdout.write(text(led))
-    bad = problems(doc)
+    bad = problems(led)
     if args.check and bad:
         sys.stderr.write("dlconform modes: documented modes no test checked (add a test that calls "
                          "evidence.covers(mode) after checking it):\n" + "".join(f"  {b}\n" for b in bad))

@@ -58,16 +58,20 @@ def choose_seed(config: object) -> int | None:
     import secrets
     import zlib
 
+    from . import settings as opts
+
+    def raw(name: str) -> str | None:  # the flag (pytest_addoption's dest), else the environment
+        return getattr(option, f"dl_{name}", None) or os.environ.get(opts.env_var(name))
+
     option = getattr(config, "option", None)
     if option is None or hasattr(config, "workerinput") or getattr(option, "hypothesis_seed", None) is not None:
         return None
     # Under a fixed seed hypothesis neither reads nor writes the example database (its
     # run_engine drops the database key): with --dl-examples-db, the database is what
     # reproduces a failure (--dl-profile=replay), so no seed is chosen.
-    if getattr(option, "dl_examples-db", None) or os.environ.get("DLCONFORM_EXAMPLES_DB"):
+    if raw(opts.EXAMPLES_DB):
         return None
-    profile = getattr(option, "dl_profile", None) or os.environ.get("DLCONFORM_PROFILE")
-    if profile not in RANDOMIZED:
+    if raw(opts.PROFILE) not in RANDOMIZED:
         return None
     # Every member of an outer cluster (torchrun ranks, TF_CONFIG workers: one pytest each)
     # must draw the same examples, so their collectives match: the seed comes from what they
@@ -75,7 +79,7 @@ def choose_seed(config: object) -> int | None:
     from .harness.clusters import OUTER_CLUSTER_VARS
 
     if any(var in os.environ for var in OUTER_CLUSTER_VARS):
-        base = getattr(option, "dl_seed", None) or os.environ.get("DLCONFORM_SEED") or "0"
+        base = raw(opts.SEED) or "0"
         seed = zlib.crc32(f"dlconform-cluster:{base}".encode())
     else:
         seed = secrets.randbelow(2**32)

@@ -47,7 +47,7 @@ def test_ledger_counts_tests_per_mode_and_lists_unchecked():
     assert entry["covered"] == {"train": {"holds": 1, "violated": 1, "checks": 4}, "eval": {"violated": 1, "checks": 2}}
     assert entry["unchecked"] == ["frozen"]  # a not-applicable test checked nothing
     assert (led["declared"], led["unchecked"]) == (3, 1)
-    assert modes.problems(doc) == ["modules.x: frozen"]
+    assert modes.problems(led) == ["modules.x: frozen"]
 
 
 def test_ledger_leaves_out_claims_without_modes_or_without_a_run():
