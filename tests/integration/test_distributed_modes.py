@@ -309,4 +309,4 @@ def test_a_claim_whose_tests_are_all_known_divergences_demands_no_modes():
                                                               test("violated", "entry 1", {})]}}}
     led = modes.ledger(report)
     assert led is not None and "a.diverges" not in led["claims"]
-    assert modes.problems(report) == ["a.fails: optimizer=sgd", "a.holds: y"]
+    assert modes.problems(led) == ["a.fails: optimizer=sgd", "a.holds: y"]
