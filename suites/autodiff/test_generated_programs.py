@@ -105,8 +105,10 @@ def test_reverse_mode_matches_finite_differences(dl_framework, dl_device):
         counts["checks"] += 1
         try:
             # f's own float64 rounding error can be absolute rather than relative to |f|
-            # (logdet near the identity): the program's forward error bound tells the oracle.
-            result = check_vjp(f, case.inputs, vjp, seed=seed, f_error=case.program.error_bound(case.inputs))
+            # (logdet near the identity), and so can the gradient's (a cancellation of larger
+            # terms): the program's error bounds tell the oracle.
+            result = check_vjp(f, case.inputs, vjp, seed=seed, f_error=case.program.error_bound(case.inputs),
+                               derivative_error=case.program.derivative_error_bound(case.inputs))
         except InconclusiveCheck:
             counts["inconclusive"] += 1
             return

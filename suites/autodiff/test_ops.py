@@ -5,7 +5,8 @@ matrix and the report name the op that broke, in four modes:
 
 * ``forward``: the float64 result against the float64 numpy reference, within the sum of
   both implementations' forward-error bounds (``Program.error_bound``, each a float64 run);
-* ``reverse-fd``: reverse mode against central finite differences (``check_vjp``), with the
+* ``reverse-fd``: reverse mode against central finite differences (``check_vjp``, with the
+  derivative's rounding floor as below and the forward error bound as f's noise), with the
   forward value checked in the same example;
 * ``forward-reverse``: ``v.(J u) == (J^T v).u`` (``check_jvp_vjp_consistency``) with the
   derivative's rounding floor (``Program.derivative_error_bound``);
@@ -146,7 +147,8 @@ def _run(framework: str, device: str, op: str, mode: str, examples: int = EXAMPL
 def _fd_check(f: Callable, vjp: Callable, case: ProgramCase, seed: int, op: str) -> bool:
     """True when finite differences could not judge (counted, never a pass on its own)."""
     try:
-        result = check_vjp(f, case.inputs, vjp, seed=seed, directions=DIRECTIONS, f_error=case.program.error_bound(case.inputs))
+        result = check_vjp(f, case.inputs, vjp, seed=seed, directions=DIRECTIONS, f_error=case.program.error_bound(case.inputs),
+                           derivative_error=case.program.derivative_error_bound(case.inputs))
     except InconclusiveCheck:
         return True
     evidence.check(f"{op} reverse mode vs finite differences", observed=result.max_error_ratio, tolerance=1.0,

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_dlconform.checks.gradients import GradientMismatch, check_jvp_vjp_consistency
+from pytest_dlconform.checks.gradients import GradientMismatch, check_jvp_vjp_consistency, check_vjp
 from pytest_dlconform.checks.numerics import ToleranceExceeded, assert_close, tolerance
 from pytest_dlconform.checks.stats import StatisticalViolation, assert_scaled, dropout_scale_bound
 from pytest_dlconform.programs import InputRecipe, Op, Program, ProgramCase
@@ -348,3 +348,44 @@ def test_tanhshrink_forward_reverse_at_a_tiny_input(name: str, request: pytest.F
 
     with pytest.raises(GradientMismatch, match=r"from forward mode \(jvp\).*rounding floor"):
         check_jvp_vjp_consistency(wrong_jvp, vjp, TANHSHRINK.inputs, (), seed=0, derivative_error=bound)
+
+
+# ------------------------------------------------ explore seed 48213: saturated cross-entropy
+
+# Row 0: logits (0, 17.66), target class 1, so the loss is log(1 + e^-17.66) = 1.06e-8 computed
+# as lse - x_1 from terms of 17.66: f's values carry an absolute rounding of about u * 17.66,
+# which the old forward bound (relative to the loss and to the tiny Jacobian p - T) did not
+# see, so the finite differences' noise was underestimated and reverse mode was blamed
+# (test_{torch,tensorflow}_op_reverse_mode_vs_finite_differences[cpu-cross_entropy], explore
+# profile, --hypothesis-seed=48213). The exact gradient (50 digits, mpmath) agrees with both
+# frameworks' to 3e-24 in that row.
+SATURATED_CE = ProgramCase.from_recipe(
+    Program(((2, 2),), (Op("cross_entropy", params=(("reduction", "mean"), ("label_smoothing", 0.0),
+                                                     ("ignore_index", 0), ("weighted", False), ("seed", 0))),)),
+    InputRecipe(62664, ("mixed",)),
+)
+
+
+@pytest.mark.parametrize("name", ["tensorflow", "torch"])
+def test_seed48213_saturated_cross_entropy_reverse_mode(name: str, request: pytest.FixtureRequest) -> None:
+    from pytest_dlconform.frameworks import adapter
+
+    request.getfixturevalue("tf" if name == "tensorflow" else "torch")
+    np.testing.assert_allclose(SATURATED_CE.inputs[0][0], [0.0, 17.66463783], rtol=1e-8)
+    ad, fn = adapter(name), SATURATED_CE.program.build(name, "float64")
+    f = lambda xs: ad.call(fn, xs, "float64", "cpu")
+    vjp = lambda xs, w: ad.vjp(fn, xs, w, "float64", "cpu")
+    with pytest.raises(GradientMismatch):  # the old allowance: f's rounding taken as eps * |f|
+        check_vjp(f, SATURATED_CE.inputs, vjp, seed=0, directions=4)
+    f_error = SATURATED_CE.program.error_bound(SATURATED_CE.inputs)
+    assert f_error >= 2.0**-53 * 17.66  # the log-probabilities' rounding, not the loss's
+    floor = SATURATED_CE.program.derivative_error_bound(SATURATED_CE.inputs)
+    result = check_vjp(f, SATURATED_CE.inputs, vjp, seed=0, directions=4, f_error=f_error, derivative_error=floor)
+    assert result.max_error_ratio <= 1.0
+    assert result.resolution < 0.01  # a 1% error is still caught at this saturated point
+
+    def wrong_vjp(xs: list[np.ndarray], w: np.ndarray) -> list[np.ndarray]:  # just outside the allowance
+        return [np.asarray(g) * (1 + 3 * result.resolution) for g in vjp(xs, w)]
+
+    with pytest.raises(GradientMismatch, match="too large along its own direction"):
+        check_vjp(f, SATURATED_CE.inputs, wrong_vjp, seed=0, directions=4, f_error=f_error, derivative_error=floor)

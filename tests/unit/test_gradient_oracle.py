@@ -352,3 +352,23 @@ def test_absolute_evaluation_error_of_f_is_accounted_for_only_when_declared():
     assert check_vjp(f, x, lambda xs, w: [1e-5 * w], f_error=noise).max_error_ratio <= 1
     with pytest.raises(GradientMismatch, match="too large"):
         check_vjp(f, x, lambda xs, w: [1.001e-5 * w], f_error=noise)
+
+
+def test_absolute_rounding_of_the_reverse_pass_is_allowed_only_when_declared() -> None:
+    # A gradient that is a cancellation of larger terms (a saturated cross-entropy's p - T,
+    # 1e-8 from terms of 1: explore seed 48213) carries an absolute rounding error far
+    # above rtol times itself. derivative_error = B allows B * ||w||_1 * ||u||_inf along u,
+    # and nothing more: an error of 3 B (one input entry, so ||u||_inf = |u|) still fails.
+    bound = 1e-15
+    f = lambda xs: 1e-10 * xs[0]
+    x = [np.array([1.5])]
+
+    def vjp(offset: float) -> Callable[[list[Array], Array], list[Array]]:
+        return lambda xs, w: [1e-10 * w + offset * np.sum(np.abs(w))]
+
+    with pytest.raises(GradientMismatch):
+        check_vjp(f, x, vjp(0.5 * bound))
+    result = check_vjp(f, x, vjp(0.5 * bound), derivative_error=bound)
+    assert result.max_error_ratio <= 1 and result.worst["rounding_floor"] > 0
+    with pytest.raises(GradientMismatch, match="reverse-pass rounding floor"):
+        check_vjp(f, x, vjp(3 * bound), derivative_error=bound)

@@ -19,9 +19,11 @@ Directions live in each element's own units: an element moves by at most ``h * s
 call are both probed at the same relative step; all norms below are taken in those
 units, which makes the check invariant to rescaling an input.
 
-A direction passes when ``|fd - g.u| <= rtol * scale + fd_error``, where
+A direction passes when ``|fd - g.u| <= rtol * scale + floor + fd_error``, where
 ``scale = ||g*s|| * ||u/s||`` bounds ``|g.u|`` (Cauchy-Schwarz, over the inputs the
-direction moves) and ``fd_error`` bounds the extrapolated difference's error (see
+direction moves), ``floor`` is the reverse pass's own absolute rounding when the caller
+bounds it (``derivative_error``: a gradient that is a cancellation of larger terms) and
+``fd_error`` bounds the extrapolated difference's error (see
 :func:`_estimate`): the measured gap between the two central differences, the rounding
 that gap may hide, and the rounding of the extrapolation itself. When the
 finite-difference error is not small against the scale (of the whole gradient), the
@@ -283,6 +285,7 @@ class _Measurement:
     scale: float  # ||g*s|| * ||z|| over the inputs the direction moves: bounds |g . u|
     whole: float  # the same with the whole gradient: what "negligible" is measured against
     rtol: float
+    floor: float = 0.0  # the reverse pass's own absolute rounding along u (derivative_error)
 
     @property
     def error(self) -> float:
@@ -295,7 +298,7 @@ class _Measurement:
 
     @property
     def allowed(self) -> float:
-        return self.rtol * self.scale + self.fd_error
+        return self.rtol * self.scale + self.floor + self.fd_error
 
     @property
     def ratio(self) -> float:
@@ -330,17 +333,22 @@ class _Measurement:
             "allowed": self.allowed,
             "scale": self.scale,
             "fd_error": self.fd_error,
+            "rounding_floor": self.floor,
         }
 
 
-def _measure(d: _Direction, outs: list[Array], w: Array, gs: list[Array], rtol: float, f_error: float = 0.0) -> _Measurement:
+def _measure(d: _Direction, outs: list[Array], w: Array, gs: list[Array], s: list[Array], rtol: float,
+             f_error: float = 0.0, derivative_error: float = 0.0) -> _Measurement:
     """gs is the gradient in element units (g * s), so g . u == gs . z."""
     moved = range(len(gs)) if d.input is None else [d.input]
     reverse = sum(float(np.vdot(gs[j], d.z[j])) for j in moved)
     z_norm = math.sqrt(sum(float(np.vdot(d.z[j], d.z[j])) for j in moved))
     squares = [float(np.vdot(a, a)) for a in gs]
     scale = math.sqrt(sum(squares[j] for j in moved)) * z_norm
-    return _Measurement(d, reverse, _estimate(outs, w, STEP, f_error), scale, math.sqrt(sum(squares)) * z_norm, rtol)
+    u_max = max((float(np.max(np.abs(s[j] * d.z[j]))) for j in moved if d.z[j].size), default=0.0)
+    floor = derivative_error * float(np.sum(np.abs(w))) * u_max
+    return _Measurement(d, reverse, _estimate(outs, w, STEP, f_error), scale, math.sqrt(sum(squares)) * z_norm, rtol,
+                        floor)
 
 
 # --------------------------------------------------------------------------- check_vjp
@@ -356,6 +364,7 @@ def check_vjp(
     seed: int = 0,
     names: Sequence[str] | None = None,
     f_error: float = 0.0,
+    derivative_error: float = 0.0,
 ) -> GradientCheckResult:
     """Check ``vjp`` against finite differences of ``f`` along ``directions`` directions.
 
@@ -364,6 +373,13 @@ def check_vjp(
     differences' rounding estimate, so it widens the allowance by the error it implies
     (about 6 * f_error * sum|w| / h, see _estimate) and can make a direction inconclusive;
     rtol is unchanged.
+
+    ``derivative_error`` is the reverse pass's own absolute rounding, ``B`` with
+    ``|error of vjp(w) . u| <= B * ||w||_1 * ||u||_inf`` (``Program.derivative_error_bound``,
+    as in :func:`check_jvp_vjp_consistency`): rtol is relative to the gradient, which
+    collapses where the gradient is a cancellation of larger terms (a saturated
+    cross-entropy's ``p - T``, 1e-8 from terms of 1), so the floor is added to each
+    direction's allowance.
 
     Uses exactly ``4 * directions`` calls of f and one call of vjp; ``directions`` is raised
     to ``len(xs) + 1`` if smaller (one per input plus at least one random direction).
@@ -385,7 +401,8 @@ def check_vjp(
     plan = [_input_direction(rng, gs, j) for j in range(len(inputs))]
     plan += [_random_direction(rng, inputs, i) for i in range(len(inputs) + 1, total)]
     probes += [(d, _probe(fn, inputs, _tangent(d, s), STEP)) for d in plan]
-    found = sorted((_measure(d, o, w, gs, tol, f_error) for d, o in probes), key=lambda m: m.direction.index)
+    floor = max(0.0, float(derivative_error))
+    found = sorted((_measure(d, o, w, gs, s, tol, f_error, floor) for d, o in probes), key=lambda m: m.direction.index)
     _judge(found, labels, seed)
     return _result(found, labels, tol, fn.calls)
 
@@ -496,10 +513,14 @@ def _mismatch_message(
         f"(central finite differences, Richardson) along direction {d.index} of {len(found)} "
         f"({d.kind}, moving {where}): error {worst.error:.3g} is {worst.ratio:.3g}x the allowed "
         f"{worst.allowed:.3g} (relative error {rel:.3g}, rtol {worst.rtol:.2g}, "
-        f"finite-difference error {worst.fd_error:.3g}); {len(failed)} of {len(found)} directions "
+        f"finite-difference error {worst.fd_error:.3g}{_floor_text(worst)}); {len(failed)} of {len(found)} directions "
         f"fail, worst {top.ratio:.3g}x along direction {top.direction.index}. "
         f"Hint: {_hint(worst, found, labels)} Reproduce with seed={seed}, directions={len(found)}."
     )
+
+
+def _floor_text(m: _Measurement) -> str:
+    return f", reverse-pass rounding floor {m.floor:.3g}" if m.floor > 0 else ""
 
 
 def _inconclusive_message(worst: _Measurement, total: int, labels: list[str], seed: int) -> str:

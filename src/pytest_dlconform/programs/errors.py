@@ -47,20 +47,13 @@ def error_bound(program: Program, xs: Sequence[Any], dtype: str = "float64") -> 
     few ulps of its output plus the effect of a few ulps on its inputs (so ``sin`` of a
     large argument may lose what range reduction loses); an op whose implementation
     cancels (gelu for x << 0, log(x**2 + c), the matrices built as I + s*tanh(x))
-    adds the absolute error of that cancellation. ``tiny`` (the smallest normal
+    adds the absolute error of that cancellation, as does an op whose rounding its
+    Lipschitz constant does not see (:func:`_cancellation`: a cross-entropy whose loss
+    ``lse - x_y`` is far smaller than ``|x|``). ``tiny`` (the smallest normal
     number) allows flushing subnormals to zero. Returns ``u * E_output``.
     """
-    u = UNIT_ROUNDOFF[dtype]
-    floor = SMALLEST_NORMAL[dtype] / u
-    regs = program.trace(xs)
     rounded = dtype != "float64"
-    errs = [(_amax(x) if rounded else 0.0) + floor for x in regs[: program.n_inputs]]
-    for k, op in enumerate(program.ops):
-        idx = program.arg_indices(k)
-        args, arg_errs = [regs[i] for i in idx], [errs[i] for i in idx]
-        out = regs[program.n_inputs + k]
-        errs.append(_op_error(OPS[op.name], args, arg_errs, out, op.kwargs, program.weights(k)) + ULPS * floor)
-    return u * errs[-1]
+    return UNIT_ROUNDOFF[dtype] * _forward_errors(program, xs, dtype, rounded_inputs=rounded)[-1]
 
 
 def derivative_error_bound(program: Program, xs: Sequence[Any], dtype: str = "float64") -> float:
@@ -80,7 +73,9 @@ def derivative_error_bound(program: Program, xs: Sequence[Any], dtype: str = "fl
     cancellation, by ``T_y = sum_i L_i T_i`` (``T = 1`` at the inputs, ``L_i`` the op's
     infinity-norm Lipschitz constants, as in :func:`error_bound`). Each op adds the error
     of a backward-stable tangent rule, ``ULPS * W * (T_y + sum_i L_i T_i)`` with ``W`` the
-    op's rounding work, and propagates the errors it receives, ``sum_i L_i E_i``;
+    op's rounding work, plus the rounding its Lipschitz constant does not see
+    (:func:`_cancellation`: a saturated cross-entropy's Jacobian ``p - T`` is tiny, its
+    terms are not), and propagates the errors it receives, ``sum_i L_i E_i``;
     an elementwise op also evaluates ``f'`` at a primal value carrying a few ulps of
     ``|x|`` (plus its own cancellation scale, ``abs_scale``), which moves ``f'`` by
     ``ULPS * |f''| * (|x| + abs_scale)``. Componentwise, both modes' errors are then at
@@ -96,6 +91,7 @@ def derivative_error_bound(program: Program, xs: Sequence[Any], dtype: str = "fl
         args = [regs[i] for i in idx]
         out = regs[program.n_inputs + k]
         lips, work, local = _tangent_rule(OPS[op.name], args, out, op.kwargs, program.weights(k))
+        local += _cancellation(op.name, args, op.kwargs, gradient=True)
         t_in = [tangents[i] for i in idx]
         t_out = sum(L * t for L, t in zip(lips, t_in))
         received = sum(L * errs[i] for L, i in zip(lips, idx))
@@ -233,13 +229,13 @@ def gradient_error_bound(program: Program, xs: Sequence[Any], dtype: str) -> tup
     return u * (errs[-1] + accumulated), floor
 
 
-def _forward_errors(program: Program, xs: Sequence[Any], dtype: str) -> list[float]:
-    """Each register's forward error bound in units of u, inputs exact (as error_bound
-    otherwise), with the cancellations of :func:`_cancellation`."""
+def _forward_errors(program: Program, xs: Sequence[Any], dtype: str, rounded_inputs: bool = False) -> list[float]:
+    """Each register's forward error bound in units of u (the model of :func:`error_bound`),
+    inputs exact unless ``rounded_inputs`` (then each starts at ``max|x|``)."""
     u = UNIT_ROUNDOFF[dtype]
     floor = SMALLEST_NORMAL[dtype] / u
     regs = program.trace(xs)
-    errs = [floor for _ in regs[: program.n_inputs]]
+    errs = [(_amax(x) if rounded_inputs else 0.0) + floor for x in regs[: program.n_inputs]]
     for k, op in enumerate(program.ops):
         idx = program.arg_indices(k)
         args, arg_errs = [regs[i] for i in idx], [errs[i] for i in idx]

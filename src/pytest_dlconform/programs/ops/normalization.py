@@ -183,10 +183,10 @@ _merge_params()
 
 def _cancellations() -> dict[str, Any]:
     from .attention import sdpa_gradient_term
-    from .losses import ce_gradient_term
+    from .losses import ce_forward_term, ce_gradient_term
 
     out: dict[str, Any] = {name: (lambda xs, p, g, name=name: cancellation(name, xs[0], p, g)) for name in NORM_OPS}
-    out["cross_entropy"] = lambda xs, p, g: ce_gradient_term(xs[0], p) if g else 0.0
+    out["cross_entropy"] = lambda xs, p, g: ce_gradient_term(xs[0], p) if g else ce_forward_term(xs[0], p)
     out["sdpa"] = lambda xs, p, g: sdpa_gradient_term(xs, p) if g else 0.0
     return out
 
