@@ -59,3 +59,58 @@ def test_torch_forward_mode_through_logcumsumexp(torch, x):
     _, ju = torch.func.jvp(lambda v: torch.logcumsumexp(v, 0), (t,), (torch.ones_like(t),))
     assert_close(ju.cpu().numpy(), np.ones_like(x), tolerance("float64", ops=3, reduction=x.size),
                  what=f"J u of torch.logcumsumexp along ones at x={x.tolist()}")
+
+
+# Found by the explore profile (seed 48213): forwardprop._jvp_dispatch traces an op's JVP helper
+# with exact shapes 32 times per process (_TRACE_COUNT_LIMIT), then with relaxed ones, which
+# _SvdGrad and _QrGrad refuse. Run in a fresh interpreter: the count is per process, and this
+# test must neither inherit another test's traces nor use up the per-op suite's.
+FORWARD_MODE_SHAPES = [(m, n) for m in range(2, 8) for n in range(2, 8)]  # 36 distinct signatures per op
+
+_SHAPE_PROBE = """
+import numpy as np, tensorflow as tf
+from pytest_dlconform.api import check_jvp_vjp_consistency
+fns = {"svd": lambda x: tf.linalg.svd(x, compute_uv=True)[0], "qr": lambda x: tf.linalg.qr(x)[1]}
+out = {}
+for name in OPS:
+    fn, out[name] = fns[name], None
+
+    def jvp(xs, us):
+        v = tf.constant(xs[0])
+        with tf.autodiff.ForwardAccumulator(v, tf.constant(us[0])) as acc:
+            y = fn(v)
+        return acc.jvp(y).numpy()
+
+    def vjp(xs, w):
+        v = tf.constant(xs[0])
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = fn(v)
+        return [tape.gradient(y, v, output_gradients=tf.constant(w)).numpy()]
+
+    for k, (m, n) in enumerate(SHAPES):
+        a = np.random.default_rng(k).standard_normal((m, n)) + 3 * np.eye(m, n)
+        try:  # a wrong value raises GradientMismatch, which ends the child: a harness error, shown
+            check_jvp_vjp_consistency(jvp, vjp, [a], tuple(fn(tf.constant(a)).shape), seed=k, pairs=1)
+        except NotImplementedError as exc:
+            out[name] = [k + 1, [m, n], type(exc).__name__, str(exc).splitlines()[0]]
+            break
+emit(out)
+"""
+
+
+@pytest.mark.claim("autodiff.gradient.forward-mode-coverage")
+@pytest.mark.parametrize("op", ["svd", "qr"])
+def test_tensorflow_forward_mode_through_decompositions_for_many_shapes(tf, dl_settings, op):
+    from pytest_dlconform.api import run_python
+
+    code = f"SHAPES = {FORWARD_MODE_SHAPES!r}\nOPS = {[op]!r}\n" + _SHAPE_PROBE
+    got = run_python(code, timeout=dl_settings.timeout, what=f"forward mode through tf.linalg.{op}")[op]
+    evidence.note(shapes=len(FORWARD_MODE_SHAPES))
+    if got is not None:
+        k, (m, n), kind, message = got
+        # The framework's own exception type, so that one known-divergences entry pins this test
+        # and the per-op suite's forward-vs-reverse test, where the same limit strikes in long runs.
+        assert kind == "NotImplementedError"
+        raise NotImplementedError(f"forward mode through tf.linalg.{op} raised {kind} at distinct input shape number {k} "
+                                  f"of the process ({m}x{n}), after {k - 1} that worked: {message}")

@@ -97,6 +97,8 @@ CASES = {
     "tf_erf_float64_nan.py": (lambda m: m.expected(), lambda m: np.where(np.abs(m.X) > 1e154, np.nan, m.expected())),
     "tf_reciprocal_float32_large.py": (lambda m: (m.expected(), m.expected()),
                                        lambda m: (m.expected() * (1 + 1e-4), m.expected())),
+    "tf_forward_mode_decompositions_relaxed_shapes.py": (lambda m: m.expected(), lambda m: {
+        **m.expected(), "qr": (33, (7, 4), "NotImplementedError: QrGrad not implemented with dynamic shapes.")}),
     "torch_hardswish_neg_inf.py": (lambda m: [m.expected()] * 2,
                                    lambda m: [np.where(np.isneginf(m.X), np.nan, m.expected())] * 2),
 }
