@@ -10,7 +10,7 @@ The error model is in checks/tfjs.py and docs/tfjs-tfx.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,10 @@ from pytest_dlconform.api import roundtrip as rt
 BATCHES = st.lists(st.integers(1, 6), min_size=1, max_size=3)
 SEEDS = st.integers(0, 2**32 - 1)
 QUANTISATIONS = ("float16", "uint8")
+# The dense stacks' activations (rt.model_specs' default); TF.js's CPU backend has no tanh in
+# its fused matmul kernel (test_graph_model_with_fused_tanh), so graph models go without it.
+LAYERS_ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "elu")
+GRAPH_ACTIVATIONS = tuple(a for a in LAYERS_ACTIVATIONS if a != "tanh")
 
 
 def _ready(tf: Any) -> None:
@@ -73,6 +77,30 @@ def _tol(spec: rt.ModelSpec, device: str) -> Any:
     return rt.model_tolerance(spec, device=device, framework="tensorflow")
 
 
+def coverage_spec(seed: int, activations: Sequence[str]) -> rt.ModelSpec:
+    """One dense stack holding, by construction, every activation of ``activations`` and each
+    layer kind the claim names after a hidden dense layer (batch normalisation with its moving
+    statistics, layer normalisation, dropout); the seed picks the widths and the order only."""
+    rng = np.random.default_rng(seed)
+    acts = [a for a in activations if a != "linear"]
+    rng.shuffle(acts)
+    extras = ["batchnorm", "layernorm", "dropout"]
+    layers: list[rt.Layer] = []
+    for i, act in enumerate(acts):
+        layers.append(rt.Layer("dense", int(rng.integers(3, 9)), act))
+        if i < len(extras):
+            layers.append(rt.Layer(extras[i], rate=0.5 if extras[i] == "dropout" else 0.0))
+    layers.append(rt.Layer("dense", int(rng.integers(1, 5)), "linear"))
+    return rt.ModelSpec(int(rng.integers(2, 7)), tuple(layers), "float32", seed)
+
+
+def _covered(specs: list[rt.ModelSpec], fmt: str) -> None:
+    """After every check of the test passed: the format in each quantisation, and what the models hold."""
+    evidence.covers(fmt, *(f"{fmt}/{q}" for q in QUANTISATIONS))
+    for spec in specs:
+        evidence.covers(*rt.modes_of(spec, "keras"))
+
+
 # --------------------------------------------------------------------------- layers format
 
 
@@ -96,18 +124,19 @@ def _layers_checks(spec: rt.ModelSpec, inputs: list[np.ndarray], want: list[np.n
 
 
 @pytest.mark.claim("export.tfjs.roundtrip")
-def test_layers_model_from_keras_predicts_and_keeps_weights(tf, tmp_path, dl_settings, dl_device):
-    """tf_keras model (HDF5, the converter's `keras` input) -> tfjs_layers_model, plain and quantised."""
+def test_layers_model_from_keras_predicts_and_keeps_weights(tf, tmp_path, dl_settings, dl_device, dl_seed):
+    """tf_keras model (HDF5, the converter's `keras` input) -> tfjs_layers_model, plain and quantised:
+    the coverage stack (every activation and layer kind), then generated stacks."""
     _ready(tf)
     import tf_keras
 
     batch = Batch(tmp_path / "node", dl_settings.timeout)
     counter = iter(range(10**6))
+    specs: list[rt.ModelSpec] = []
 
-    @settings(rt.examples(4), deadline=None)  # each example converts three models: seconds, not ms
-    @given(spec=rt.model_specs(dtypes=("float32",)), batches=BATCHES, seed=SEEDS)
-    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+    def one(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
         k = next(counter)
+        specs.append(spec)
         model = rt.build_keras(spec, tf_keras)
         inputs = rt.example_inputs(spec, batches, seed)
         want = [np.asarray(model(x, training=False)) for x in inputs]
@@ -121,8 +150,16 @@ def test_layers_model_from_keras_predicts_and_keeps_weights(tf, tmp_path, dl_set
             batch.add(Case(f"{k}-{q}", folder, "layers-model", inputs,
                            _layers_checks(spec, inputs, want, model.output_names[0], q, folder, dl_device, what), what))
 
+    one(coverage_spec(dl_seed, LAYERS_ACTIVATIONS), [1, 4], dl_seed)
+
+    @settings(rt.examples(4), deadline=None)  # each example converts three models: seconds, not ms
+    @given(spec=rt.model_specs(dtypes=("float32",), activations=LAYERS_ACTIVATIONS), batches=BATCHES, seed=SEEDS)
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+        one(spec, batches, seed)
+
     prop()
     batch.finish()
+    _covered(specs, "layers-model")
 
 
 @pytest.mark.claim("export.tfjs.roundtrip")
@@ -149,6 +186,7 @@ def test_layers_model_from_keras3_file_loads(tf, tmp_path, dl_settings, dl_devic
 
     batch.add(Case("k3", folder, "layers-model", inputs, check, what))
     batch.finish()
+    evidence.covers("keras3-file")
 
 
 # --------------------------------------------------------------------------- graph format
@@ -197,21 +235,20 @@ def _savedmodel(tf: Any, spec: rt.ModelSpec, path: Path) -> tuple[Any, Any]:
     return model, servable
 
 
-# TF.js's CPU backend has no tanh in its fused matmul kernel (test_graph_model_with_fused_tanh).
-GRAPH_ACTIVATIONS = ("linear", "relu", "sigmoid", "elu")  # the dense stacks' activations but tanh
 
 
 @pytest.mark.claim("export.tfjs.roundtrip")
-def test_graph_model_from_savedmodel_predicts_and_keeps_weights(tf, tmp_path, dl_settings, dl_device):
-    """SavedModel (a tf.Module with a Keras 3 model and state) -> tfjs_graph_model, plain and quantised."""
+def test_graph_model_from_savedmodel_predicts_and_keeps_weights(tf, tmp_path, dl_settings, dl_device, dl_seed):
+    """SavedModel (a tf.Module with a Keras 3 model and state) -> tfjs_graph_model, plain and quantised:
+    the coverage stack (every activation but tanh, every layer kind), then generated stacks."""
     _ready(tf)
     batch = Batch(tmp_path / "node", dl_settings.timeout)
     counter = iter(range(10**6))
+    specs: list[rt.ModelSpec] = []
 
-    @settings(rt.examples(4), deadline=None)  # each example converts three models: seconds, not ms
-    @given(spec=rt.model_specs(dtypes=("float32",), activations=GRAPH_ACTIVATIONS), batches=BATCHES, seed=SEEDS)
-    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+    def one(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
         k = next(counter)
+        specs.append(spec)
         _, servable = _savedmodel(tf, spec, tmp_path / f"sm{k}")
         inputs = rt.example_inputs(spec, batches, seed)
         want = [servable.serve(x)["y"].numpy() for x in inputs]
@@ -226,8 +263,16 @@ def test_graph_model_from_savedmodel_predicts_and_keeps_weights(tf, tmp_path, dl
             batch.add(Case(f"{k}-{q}", folder, "graph-model", inputs,
                            _graph_checks(spec, inputs, want, q, folder, dl_device, what), what))
 
+    one(coverage_spec(dl_seed, GRAPH_ACTIVATIONS), [1, 4], dl_seed)
+
+    @settings(rt.examples(4), deadline=None)  # each example converts three models: seconds, not ms
+    @given(spec=rt.model_specs(dtypes=("float32",), activations=GRAPH_ACTIVATIONS), batches=BATCHES, seed=SEEDS)
+    def prop(spec: rt.ModelSpec, batches: list[int], seed: int) -> None:
+        one(spec, batches, seed)
+
     prop()
     batch.finish()
+    _covered(specs, "graph-model")
 
 
 @pytest.mark.claim("export.tfjs.roundtrip")
@@ -244,6 +289,7 @@ def test_graph_model_with_fused_tanh(tf, tmp_path, dl_settings, dl_device):
     batch = Batch(tmp_path / "node", dl_settings.timeout)
     batch.add(Case("tanh", folder, "graph-model", inputs, _graph_checks(spec, inputs, want, None, folder, dl_device, what), what))
     batch.finish()
+    evidence.covers("graph-model/fused-tanh")
 
 
 # --------------------------------------------------------------------------- tf.functions, op by op
@@ -304,3 +350,4 @@ def test_tf_function_op_converts_and_predicts(tf, tmp_path, dl_settings, dl_devi
 
     batch.add(Case(op, folder, "graph-model", [x], check, what))
     batch.finish()
+    evidence.covers("tf.function")

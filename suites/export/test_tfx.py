@@ -44,6 +44,7 @@ def test_pipeline_pushes_a_model_that_transforms_at_serving_like_at_training(tf,
 
     assert px.blessed(tmp_path), "the Evaluator did not bless the model (threshold MSE < 1e6), so Pusher pushed nothing"
     served = tf.saved_model.load(px.pushed_model(serving_dir))
+    evidence.covers("pusher=filesystem")
     w, b = served.w.numpy(), float(served.b.numpy())
     evidence.note(weights=w.tolist(), bias=b)
 
@@ -53,10 +54,13 @@ def test_pipeline_pushes_a_model_that_transforms_at_serving_like_at_training(tf,
     # 1. Serving applies the Transform graph exactly as Transform did when it materialised the data.
     raw_eval = px.examples(tmp_path, "CsvExampleGen", "eval")
     pred = px.check_serving_matches_training(serve, raw_eval, px.examples(tmp_path, "Transform", "eval"), w, b)
+    evidence.covers("serving=raw-examples")
     # 2. Transform's analyzers: mean and population variance over the train split, as numpy computes them.
     n = px.check_z_scores(px.examples(tmp_path, "CsvExampleGen", "train"), px.examples(tmp_path, "Transform", "train"))
+    evidence.covers("transform=scale_to_z_score")
     evidence.note(train_rows=n, eval_rows=len(raw_eval), csv_rows=len(raw[px.ROW_ID]))
     # 3. The Evaluator's metrics, recomputed with numpy from the pushed model's own predictions.
     metrics = px.evaluator_metrics(tmp_path)
     evidence.note(evaluator_metrics=metrics)
     px.check_evaluator_metrics(metrics, px.parse(raw_eval)[px.LABEL], pred)
+    evidence.covers("evaluator=ExampleCount", "evaluator=MeanSquaredError", "evaluator=MeanAbsoluteError")
