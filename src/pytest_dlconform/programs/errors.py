@@ -263,7 +263,8 @@ def _cancellation(name: str, xs: Sequence[Array], p: Params, gradient: bool = Fa
     * the softmax-weight ops (:data:`_EXP_WEIGHTS`), backward: ``2 max|x|``;
     * gelu, backward: TensorFlow composes it (``0.5 x (1 + tanh z)``, ``0.5 x erfc(-x/sqrt 2)``),
       so its tangent rule sums ``0.5 (1 + |t|) + 0.5 |x| (1 + t^2) |z'|`` (tanh form) or
-      ``Phi(x) + |x| phi(x)`` (erf form), terms that cancel for x << 0.
+      ``0.5 (1 + |erf(x / sqrt 2)|) + |x| phi(x)`` (erf form: ``Phi = 0.5 (1 + erf)``, as both
+      frameworks compute it), terms that cancel for x << 0.
     """
     if any(x.size == 0 for x in xs):
         return 0.0
@@ -284,8 +285,12 @@ def _cancellation(name: str, xs: Sequence[Array], p: Params, gradient: bool = Fa
             t = np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))
             dz = 0.7978845608028654 * (1 + 3 * 0.044715 * x**2)
             return float(np.max(0.5 * (1 + np.abs(t)) + 0.5 * np.abs(x) * (1 + t**2) * dz))
+        # Phi(x) = 0.5 (1 + erf(x / sqrt 2)): the sum of 1 and erf cancels for x << 0, so Phi
+        # carries 0.5 u (1 + |erf|) absolutely (torch's CPU kernel, float32: 2.8e-9 at x = -5.6,
+        # explore seed 20261201, where Phi + |x| phi alone allowed 1.3e-12).
         phi = np.exp(-0.5 * x**2) / np.sqrt(2 * np.pi)
-        return float(np.max(0.5 * _erfc(-x / np.sqrt(2)) + np.abs(x) * phi))
+        erf = 1.0 - _erfc(x / np.sqrt(2))
+        return float(np.max(0.5 * (1 + np.abs(erf)) + np.abs(x) * phi))
     return 0.0
 
 
