@@ -269,17 +269,17 @@ _DONE: dict[tuple[str, str, str], dict[str, Outcome]] = {}
 
 
 def _outcome(framework: str, mode: str, device: str, dtypes: Sequence[str], build: Callable[..., Any],
-             ci_examples: int, op: str | None = None, size: int = CHUNK) -> Outcome:
-    """The outcome of the batch that covers ``op`` (None: one batch of every op)."""
+             ci_examples: int, op: str | None = None, size: int = CHUNK, fixed: bool = False) -> Outcome:
+    """The outcome of the batch that covers ``op`` (None: one batch of every op): the ``size``
+    ops from ``op`` on, or with ``fixed`` the block of ``size`` that holds ``op`` (fixed
+    boundaries: a worker never compiles a chunk that overlaps another of its own)."""
     done = _DONE.setdefault((framework, mode, device), {})
     if op in done:
         return done[op]
     if op is None:
         chunk = OPS
-    elif size == CHUNK:
-        chunk = OPS[OPS.index(op): OPS.index(op) + size]
-    else:  # fixed boundaries: a worker never compiles a chunk that overlaps another of its own
-        start = OPS.index(op) // size * size
+    else:
+        start = OPS.index(op) // size * size if fixed else OPS.index(op)
         chunk = OPS[start: start + size]
     fw = adapter(framework)
     outcome = Outcome()
@@ -337,7 +337,7 @@ def test_torch_compiled_backward_matches_eager_and_finite_differences(torch, dl_
 def test_torch_inductor_backward_matches_eager(torch, dl_device, op):
     # float32, where inductor generates its own kernels; one compile per half of the library.
     outcome = _outcome("torch", "inductor", dl_device, ("float32",), _torch_build(torch), ci_examples=1, op=op,
-                       size=INDUCTOR_CHUNK)
+                       size=INDUCTOR_CHUNK, fixed=True)
     _report(outcome, op, "inductor", ("float32",))
 
 
