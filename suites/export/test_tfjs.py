@@ -77,7 +77,7 @@ def _tol(spec: rt.ModelSpec, device: str) -> Any:
     return rt.model_tolerance(spec, device=device, framework="tensorflow")
 
 
-def coverage_spec(seed: int, activations: Sequence[str]) -> rt.ModelSpec:
+def _coverage_spec(seed: int, activations: Sequence[str]) -> rt.ModelSpec:
     """One dense stack holding, by construction, every activation of ``activations`` and each
     layer kind the claim names after a hidden dense layer (batch normalisation with its moving
     statistics, layer normalisation, dropout); the seed picks the widths and the order only."""
@@ -150,7 +150,7 @@ def test_layers_model_from_keras_predicts_and_keeps_weights(tf, tmp_path, dl_set
             batch.add(Case(f"{k}-{q}", folder, "layers-model", inputs,
                            _layers_checks(spec, inputs, want, model.output_names[0], q, folder, dl_device, what), what))
 
-    one(coverage_spec(dl_seed, LAYERS_ACTIVATIONS), [1, 4], dl_seed)
+    one(_coverage_spec(dl_seed, LAYERS_ACTIVATIONS), [1, 4], dl_seed)
 
     @settings(rt.examples(4), deadline=None)  # each example converts three models: seconds, not ms
     @given(spec=rt.model_specs(dtypes=("float32",), activations=LAYERS_ACTIVATIONS), batches=BATCHES, seed=SEEDS)
@@ -235,8 +235,6 @@ def _savedmodel(tf: Any, spec: rt.ModelSpec, path: Path) -> tuple[Any, Any]:
     return model, servable
 
 
-
-
 @pytest.mark.claim("export.tfjs.roundtrip")
 def test_graph_model_from_savedmodel_predicts_and_keeps_weights(tf, tmp_path, dl_settings, dl_device, dl_seed):
     """SavedModel (a tf.Module with a Keras 3 model and state) -> tfjs_graph_model, plain and quantised:
@@ -263,7 +261,7 @@ def test_graph_model_from_savedmodel_predicts_and_keeps_weights(tf, tmp_path, dl
             batch.add(Case(f"{k}-{q}", folder, "graph-model", inputs,
                            _graph_checks(spec, inputs, want, q, folder, dl_device, what), what))
 
-    one(coverage_spec(dl_seed, GRAPH_ACTIVATIONS), [1, 4], dl_seed)
+    one(_coverage_spec(dl_seed, GRAPH_ACTIVATIONS), [1, 4], dl_seed)
 
     @settings(rt.examples(4), deadline=None)  # each example converts three models: seconds, not ms
     @given(spec=rt.model_specs(dtypes=("float32",), activations=GRAPH_ACTIVATIONS), batches=BATCHES, seed=SEEDS)
