@@ -38,7 +38,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import InconclusiveCheck, adapter, budget, check_vjp, evidence, not_applicable
+from pytest_dlconform.api import HarnessError, InconclusiveCheck, adapter, budget, check_vjp, evidence, not_applicable
 from pytest_dlconform.api.programs import (
     TORCH_FLOAT64_GRADIENT,
     ProgramCase,
@@ -194,16 +194,34 @@ def _xla_unsupported(message: str) -> dict[int, str]:
 
 def _check_example(fw: Any, mode: str, device: str, cases: dict[str, ProgramCase], dtype: str, seed: int,
                    outcome: Outcome, build: Callable[..., Any]) -> None:
-    """Compile the batch for ``cases`` in ``dtype`` and record each op's first failure."""
+    """Compile the batch for ``cases`` in ``dtype`` and record each op's first failure.
+
+    A compiled batch that raises (the compiler or the compiled code: a violation, the
+    documentation says the programs compile) is split: each op is compiled and checked on
+    its own, so the op that raises is named and fails, and the others are still checked
+    (explore seed 20261201: one op's inductor backward error failed all 49 of its half)."""
     names = list(cases)
     inputs = [[_rounded(fw, x, dtype, device) for x in cases[n].inputs] for n in names]
     rng = np.random.default_rng(seed)
     ws = [_rounded(fw, rng.standard_normal(cases[n].program.output_shape), dtype, device) for n in names]
-    batch = build(mode, [cases[n] for n in names], names, dtype, device, inputs)
-    outcome.compile_s += batch.compile_s
+    try:
+        batch = build(mode, [cases[n] for n in names], names, dtype, device, inputs)
+        outcome.compile_s += batch.compile_s
+        outs, flat_grads = batch.run([x for xs in inputs for x in xs], ws)
+    except HarnessError:
+        raise
+    except Exception as exc:
+        if len(names) > 1:
+            for name in names:
+                if name not in outcome.failures:
+                    _check_example(fw, mode, device, {name: cases[name]}, dtype, seed, outcome, build)
+            return
+        message = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())
+        outcome.failures[names[0]] = (f"{fw.name} {mode} {names[0]} ({dtype}): the compiled forward and backward raised "
+                                      f"{type(exc).__name__}: {message}\nReproduce: {cases[names[0]]!r} ({dtype})")
+        return
     for k, why in getattr(batch, "dropped", {}).items():
         outcome.not_applicable.setdefault(names[k], f"XLA cannot compile {names[k]} (tf.function(jit_compile=True)): {why}")
-    outs, flat_grads = batch.run([x for xs in inputs for x in xs], ws)
     for k, name in enumerate(names):
         if name in outcome.failures or k in getattr(batch, "dropped", {}):
             continue
