@@ -37,7 +37,7 @@ def _row_weights(case: TrainCase, replicas: int) -> np.ndarray:
     weights = []
     for start in range(0, len(case.x), case.batch):
         b = min(case.batch, len(case.x) - start)
-        weights.append(b * dist.sample_weights("default", dist.replica_split(b, case.batch, replicas), b))
+        weights.append(b * dist.sample_weights("default", dist.replica_split(b, replicas), b))
     return np.concatenate(weights)
 
 

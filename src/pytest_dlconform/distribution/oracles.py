@@ -59,15 +59,14 @@ def check_nccl_int_avg(case: ReduceCase, outcome: Outcome, where: str) -> None:
                                        "divided before summing)")
 
 
-def replica_split(rows: int, batch: int, replicas: int) -> list[int]:
-    """Rows per replica of a global batch of ``rows`` (``batch`` rows for a full one, fewer for
-    a partial last one) under experimental_distribute_dataset: each batch is cut into
+def replica_split(rows: int, replicas: int) -> list[int]:
+    """Rows per replica of a global batch of ``rows`` (a full batch, or fewer rows for a
+    partial last one) under experimental_distribute_dataset: each batch is cut into
     per-replica batches of ceil(rows/N) rows in replica order, so the last replicas get
     fewer rows or none (the empty batches the distributed-input guide describes for partial
     batches). A batch of 4 over 3 replicas is [2, 2, 0], not [2, 1, 1] (the rebatch
     docstring's own example, "[0, 1], [2, 3], []"); a partial batch of 2 over 2 is [1, 1].
-    Observed with TensorFlow 2.21 (``batch`` is kept for the message only)."""
-    del batch
+    Observed with TensorFlow 2.21."""
     per_replica = -(-rows // replicas)
     left, sizes = rows, []
     for _ in range(replicas):
@@ -83,7 +82,7 @@ def check_replica_split(sizes_per_step: Sequence[Sequence[int]], batches: Sequen
     from ..checks.reductions import SplitMismatch
 
     for step, (sizes, rows) in enumerate(zip(sizes_per_step, batches)):
-        expected = replica_split(rows, batch, len(sizes))
+        expected = replica_split(rows, len(sizes))
         if list(sizes) != expected:
             kind = "full" if rows == batch else "partial last"
             raise SplitMismatch(f"{what}: step {step} split a {kind} global batch of {rows} rows into {list(sizes)} "
