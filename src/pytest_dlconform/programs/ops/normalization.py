@@ -104,19 +104,21 @@ def _hint_batch(draw: Draw, max_side: int) -> Shape:
     return (draw(st.integers(2, 3)), draw(st.integers(1, 3)), *spatial)
 
 
+def _tf_normalise(x: str, axes: Sequence[int], eps: float) -> str:
+    """TensorFlow template: ``x`` normalised by its moments over ``axes``, no offset or scale."""
+    return (f"tf.nn.batch_normalization({x}, *tf.nn.moments({x}, axes={_lst(axes)}, keepdims=True), offset=None, "
+            f"scale=None, variance_epsilon={eps!r})")
+
+
 def _bn_tf(p: Params, shapes: Sequence[Shape]) -> str:
-    axes = _lst([0, *range(2, len(shapes[0]))])
-    return (f"tf.nn.batch_normalization({{a}}, *tf.nn.moments({{a}}, axes={axes}, keepdims=True), offset=None, "
-            f"scale=None, variance_epsilon={p['eps']!r})")
+    return _tf_normalise("{a}", [0, *range(2, len(shapes[0]))], p["eps"])
 
 
 def _gn_tf(p: Params, shapes: Sequence[Shape]) -> str:
     # tf ops, not keras.layers.GroupNormalization: a layer built per call cost ~10 s of a
     # loaded ci run in the per-op tests (measured); the formula is the same.
-    n = shapes[0][0]
-    rows = f"tf.reshape({{a}}, ({n}, {p['num_groups']}, -1))"
-    return (f"tf.reshape(tf.nn.batch_normalization({rows}, *tf.nn.moments({rows}, axes=[2], keepdims=True), "
-            f"offset=None, scale=None, variance_epsilon={p['eps']!r}), {list(shapes[0])})")
+    rows = f"tf.reshape({{a}}, ({shapes[0][0]}, {p['num_groups']}, -1))"
+    return f"tf.reshape({_tf_normalise(rows, [2], p['eps'])}, {list(shapes[0])})"
 
 
 def _normalization_ops() -> list[OpSpec]:
@@ -135,8 +137,7 @@ def _normalization_ops() -> list[OpSpec]:
                           _ref("group_norm")),
                bound, _lip("group_norm"), hint=_hint_channels, composable=False),
         OpSpec("instance_norm", "nn", 1, "F.instance_norm({a}, eps={eps})",
-               "tf.nn.batch_normalization({a}, *tf.nn.moments({a}, axes=[2, 3], keepdims=True), offset=None, "
-               "scale=None, variance_epsilon={eps})",
+               lambda p, s: _tf_normalise("{a}", [2, 3], p["eps"]),
                _ref("instance_norm"), lambda ss: len(ss[0]) == 4,
                valid_plan(lambda draw, s, b: {"eps": eps(draw)}, _ref("instance_norm")),
                bound, _lip("instance_norm"), hint=_hint_image, composable=False),
