@@ -79,13 +79,17 @@ def _graph(tf: Any, program: Any, dtype: str, plant: bool = False) -> tuple[Any,
     return graph, placeholders, out
 
 
+def _fused_mish(program: Any, dtype: str) -> bool:
+    """A known divergence with its own pinned test (test_function.py): grappler's oneDNN fusion
+    of mish in float32, which a Session's graph gets too."""
+    return dtype == "float32" and any(op.name == "mish" for op in program.ops)
+
+
 @pytest.mark.claim("execution.graph.session-run")
 @budget(8)
 @given(data=st.data(), program=GRAPH_PROGRAMS, dtype=st.sampled_from(FLOATS))
 def test_graph_built_once_runs_like_eager_in_a_session(tf, dl_device, data, program, dtype):
-    # A known divergence with its own pinned test (test_function.py): grappler's oneDNN fusion
-    # of mish in float32, which a Session's graph gets too.
-    assume(not (dtype == "float32" and any(op.name == "mish" for op in program.ops)))
+    assume(not _fused_mish(program, dtype))
     recipes = data.draw(st.lists(input_recipes(program.n_inputs), min_size=1, max_size=3), label="feeds")
     graph, placeholders, out = _graph(tf, program, dtype)
     assert tf.is_symbolic_tensor(out), "building in a tf.Graph gave a concrete tensor"
@@ -129,7 +133,7 @@ def test_autograph_control_flow_runs_in_a_session(tf, dl_device, program, x, dty
 @budget(6)
 @given(data=st.data(), program=GRAPH_PROGRAMS, dtype=st.sampled_from(FLOATS))
 def test_graph_optimisation_is_observable_and_keeps_results(tf, dl_device, data, program, dtype):
-    assume(not (dtype == "float32" and any(op.name == "mish" for op in program.ops)))  # as above
+    assume(not _fused_mish(program, dtype))
     case = ProgramCase.from_recipe(program, data.draw(input_recipes(program.n_inputs), label="recipe"))
     graph, placeholders, out = _graph(tf, program, dtype, plant=True)
     runs = {}
