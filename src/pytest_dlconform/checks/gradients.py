@@ -345,8 +345,7 @@ def _measure(d: _Direction, outs: list[Array], w: Array, gs: list[Array], s: lis
     z_norm = math.sqrt(sum(float(np.vdot(d.z[j], d.z[j])) for j in moved))
     squares = [float(np.vdot(a, a)) for a in gs]
     scale = math.sqrt(sum(squares[j] for j in moved)) * z_norm
-    u_max = max((float(np.max(np.abs(s[j] * d.z[j]))) for j in moved if d.z[j].size), default=0.0)
-    floor = derivative_error * float(np.sum(np.abs(w))) * u_max
+    floor = derivative_error * float(np.sum(np.abs(w))) * _u_inf([s[j] for j in moved], [d.z[j] for j in moved])
     return _Measurement(d, reverse, _estimate(outs, w, STEP, f_error), scale, math.sqrt(sum(squares)) * z_norm, rtol,
                         floor)
 
@@ -405,6 +404,11 @@ def check_vjp(
     found = sorted((_measure(d, o, w, gs, s, tol, f_error, floor) for d, o in probes), key=lambda m: m.direction.index)
     _judge(found, labels, seed)
     return _result(found, labels, tol, fn.calls)
+
+
+def _u_inf(s: Sequence[Array], z: Sequence[Array]) -> float:
+    """``||u||_inf`` of the tangent ``u = s * z`` (element units back to the inputs' own)."""
+    return max((float(np.max(np.abs(sj * zj))) for sj, zj in zip(s, z) if zj.size), default=0.0)
 
 
 def _tangent(d: _Direction, s: list[Array]) -> list[Array]:
@@ -614,8 +618,7 @@ def _pair(
     reverse = sum(float(np.vdot(g * sj, zj)) for g, sj, zj in zip(gv, s, z))
     bound_f = float(np.linalg.norm(v)) * _norm([ju])
     bound_r = _norm([g * sj for g, sj in zip(gv, s)]) * math.sqrt(sum(float(np.sum(zj**2)) for zj in z))
-    u_max = max((float(np.max(np.abs(sj * zj))) for sj, zj in zip(s, z) if zj.size), default=0.0)
-    floor = 2.0 * derivative_error * float(np.sum(np.abs(v))) * u_max
+    floor = 2.0 * derivative_error * float(np.sum(np.abs(v))) * _u_inf(s, z)
     allowed = rtol * (bound_f + bound_r) + floor
     error = abs(forward - reverse)
     ratio = error / allowed if allowed > 0 else (0.0 if error == 0 else math.inf)
