@@ -1,5 +1,6 @@
 """Processes, groups and clusters the distributed suites use: the per-worker pool of
-process groups and clusters, a rank's context, and the error a dead group raises.
+process groups and clusters, a rank's context, the error a dead group raises, and results
+computed once per run and shared by its xdist workers.
 
 Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports only.
 """
@@ -15,9 +16,12 @@ from ..harness.pool import (
 from ..harness.rank import (
     WorkerContext,
 )
+from ..harness.shared import SharedResults, run_directory
 
 __all__ = [
     "ClusterError",
     "GroupPool",
+    "SharedResults",
     "WorkerContext",
+    "run_directory",
 ]

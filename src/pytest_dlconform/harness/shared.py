@@ -1,0 +1,127 @@
+"""Results computed once per test run and shared by its xdist workers.
+
+A suite whose tests each read a part of one expensive computation (the compiled-backward
+suite: a compiled batch of the op library per chunk of ops) computes each part once per run.
+The first worker that needs a part claims it (a claim file created exclusively, holding its
+pid), computes it and publishes it (pickled to a temporary name, then renamed, so no reader
+sees half a file). A worker that needs a part another worker is computing first computes the
+unclaimed parts of the same family (work some test will need anyway), then waits for it. A
+part whose claimant died (its pid is gone) is computed by the waiter. Without a directory
+(no xdist) every part is computed in this process, once.
+
+The directory is per run: xdist's documented recipe for work done once per session is the
+parent of each worker's ``basetemp``, which the run's workers share (:func:`run_directory`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..frameworks import HarnessError
+
+#: How often a waiting worker looks for the result (seconds).
+POLL_S = 0.2
+
+
+class SharedResults:
+    """Parts of named families of computations, each computed once per run."""
+
+    def __init__(self, root: Path | None, timeout_s: float = 3600.0) -> None:
+        self.root = root
+        self.timeout_s = timeout_s
+        self._local: dict[tuple[str, str], Any] = {}
+        self.computed: list[tuple[str, str]] = []  # the parts this process computed, in order
+
+    def get(self, family: str, part: str, parts: Sequence[str], compute: Callable[[str], Any]) -> Any:
+        """``compute(part)``, computed once per run; ``parts`` are the family's parts, which a
+        waiting worker computes while another one computes ``part``."""
+        key = (family, part)
+        if key in self._local:
+            return self._local[key]
+        if self.root is None:
+            return self._compute(family, part, compute)
+        if self._claim(family, part):
+            return self._compute(family, part, compute)
+        for other in parts:
+            if (family, other) not in self._local and other != part and self._claim(family, other):
+                self._compute(family, other, compute)
+        return self._wait(family, part, compute)
+
+    # ------------------------------------------------------------------ files
+
+    def _path(self, family: str, part: str, suffix: str) -> Path:
+        assert self.root is not None
+        digest = hashlib.sha1(f"{family}\0{part}".encode()).hexdigest()[:20]
+        return self.root / f"{digest}{suffix}"
+
+    def _claim(self, family: str, part: str) -> bool:
+        try:
+            fd = os.open(self._path(family, part, ".claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+
+    def _compute(self, family: str, part: str, compute: Callable[[str], Any]) -> Any:
+        try:
+            value = compute(part)
+        except BaseException as exc:
+            self._publish(family, part, ("error", f"{type(exc).__name__}: {exc}"))
+            raise
+        self._local[(family, part)] = value
+        self.computed.append((family, part))
+        self._publish(family, part, ("value", value))
+        return value
+
+    def _publish(self, family: str, part: str, record: tuple[str, Any]) -> None:
+        if self.root is None:
+            return
+        final = self._path(family, part, ".pickle")
+        tmp = final.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(record))
+        os.replace(tmp, final)
+
+    def _claimant_alive(self, family: str, part: str) -> bool:
+        try:
+            pid = int(self._path(family, part, ".claim").read_text() or "0")
+        except (OSError, ValueError):
+            return True  # being written: the claimant is there
+        if pid == os.getpid():
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def _wait(self, family: str, part: str, compute: Callable[[str], Any]) -> Any:
+        final = self._path(family, part, ".pickle")
+        deadline = time.monotonic() + self.timeout_s
+        while not final.exists():
+            if not self._claimant_alive(family, part) or time.monotonic() > deadline:
+                return self._compute(family, part, compute)  # its claimant died or hangs: do it here
+            time.sleep(POLL_S)
+        kind, value = pickle.loads(final.read_bytes())
+        if kind == "error":
+            raise HarnessError(f"the shared computation {family} / {part} failed in another worker: {value}")
+        self._local[(family, part)] = value
+        return value
+
+
+def run_directory(config: Any, basetemp: Path, name: str) -> Path | None:
+    """The run's shared directory ``name`` for xdist workers (the parent of ``basetemp``,
+    which all workers of the run share), or None outside xdist."""
+    if not hasattr(config, "workerinput"):
+        return None
+    root = basetemp.parent / name
+    root.mkdir(exist_ok=True)
+    return root

@@ -1,0 +1,73 @@
+"""Results computed once per run and shared by xdist workers (harness/shared.py): a part is
+computed by the worker that claims it, a waiting worker first computes unclaimed parts of the
+family, reads the other's result, takes over a part whose claimant died, and sees its error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.harness.shared import SharedResults, run_directory
+
+
+def _other_worker(root: Path) -> SharedResults:
+    return SharedResults(root)
+
+
+def test_without_a_directory_each_part_is_computed_once_in_process() -> None:
+    shared, calls = SharedResults(None), []
+    compute = lambda part: calls.append(part) or f"value {part}"
+    assert shared.get("fam", "0", ["0", "1"], compute) == "value 0"
+    assert shared.get("fam", "0", ["0", "1"], compute) == "value 0"
+    assert calls == ["0"]
+
+
+def test_a_part_claimed_by_another_worker_is_read_and_the_free_ones_are_computed_meanwhile(tmp_path: Path) -> None:
+    other, me = _other_worker(tmp_path), SharedResults(tmp_path)
+    assert other._claim("fam", "0")  # the other worker is computing part 0
+
+    def finish() -> None:
+        time.sleep(0.5)
+        other._compute("fam", "0", lambda part: "theirs")
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    mine: list[str] = []
+    got = me.get("fam", "0", ["0", "1", "2"], lambda part: mine.append(part) or f"mine {part}")
+    thread.join()
+    assert got == "theirs"
+    assert mine == ["1", "2"]  # computed while waiting: the parts nobody had claimed
+    assert other.get("fam", "1", ["0", "1", "2"], lambda part: "never") == "mine 1"  # and shared back
+
+
+def test_a_part_whose_claimant_died_is_computed_by_the_waiter(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    me = SharedResults(tmp_path)
+    me._path("fam", "0", ".claim").write_text(dead.stdout.strip())
+    assert me.get("fam", "0", ["0"], lambda part: "recomputed") == "recomputed"
+
+
+def test_the_claimant_s_error_reaches_the_waiter(tmp_path: Path) -> None:
+    other, me = _other_worker(tmp_path), SharedResults(tmp_path)
+    assert other._claim("fam", "0")
+    with pytest.raises(ZeroDivisionError):
+        other._compute("fam", "0", lambda part: 1 / 0)
+    with pytest.raises(HarnessError, match=r"fam / 0 failed in another worker: ZeroDivisionError"):
+        me.get("fam", "0", ["0"], lambda part: "never")
+
+
+def test_the_run_directory_exists_only_under_xdist(tmp_path: Path) -> None:
+    class Config:
+        pass
+
+    assert run_directory(Config(), tmp_path / "popen-gw0", "x") is None
+    worker = Config()
+    worker.workerinput = {}  # type: ignore[attr-defined]
+    root = run_directory(worker, tmp_path / "popen-gw0", "x")
+    assert root == tmp_path / "x" and root.is_dir()
