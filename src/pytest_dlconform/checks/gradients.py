@@ -364,6 +364,7 @@ def check_vjp(
     names: Sequence[str] | None = None,
     f_error: float = 0.0,
     derivative_error: float = 0.0,
+    cotangent: ArrayLike | None = None,
 ) -> GradientCheckResult:
     """Check ``vjp`` against finite differences of ``f`` along ``directions`` directions.
 
@@ -380,6 +381,10 @@ def check_vjp(
     cross-entropy's ``p - T``, 1e-8 from terms of 1), so the floor is added to each
     direction's allowance.
 
+    ``cotangent`` is the ``w`` to use, of f's output shape (default: a standard normal one
+    from ``seed``): a caller that already holds ``vjp(xs, w)`` for some ``w`` (one backward
+    call of a compiled batch served many checks) passes that ``w``.
+
     Uses exactly ``4 * directions`` calls of f and one call of vjp; ``directions`` is raised
     to ``len(xs) + 1`` if smaller (one per input plus at least one random direction).
     Raises :class:`GradientMismatch` or :class:`InconclusiveCheck`.
@@ -395,7 +400,12 @@ def check_vjp(
     # The first random direction is probed before w exists: it tells us f's output shape.
     first = _random_direction(rng, inputs, len(inputs))
     probes = [(first, _probe(fn, inputs, _tangent(first, s), STEP))]
-    w = rng.standard_normal(fn.shape or ())
+    w = rng.standard_normal(fn.shape or ())  # drawn either way: the directions stay the same
+    if cotangent is not None:
+        given_w = np.asarray(cotangent, dtype=np.float64)
+        if given_w.shape != w.shape:
+            raise ValueError(f"cotangent has shape {given_w.shape}, f's output has shape {w.shape}")
+        w = given_w
     gs = [gj * sj for gj, sj in zip(_reverse(vjp, inputs, w, labels), s)]  # element units
     plan = [_input_direction(rng, gs, j) for j in range(len(inputs))]
     plan += [_random_direction(rng, inputs, i) for i in range(len(inputs) + 1, total)]
