@@ -7,7 +7,9 @@ mode the claim does not declare). :func:`ledger` aggregates a report: per claim 
 every declared mode with the tests that checked it and their verdicts, and the modes no
 test checked. The JSON report keeps it under ``modes``, the HTML page shows it, and
 ``dlconform modes REPORT.json --check`` exits 1 when a claim that ran left a declared mode
-unchecked (CI runs it after the suites). A pure function of the report: it reads, never
+unchecked, or when the report's coverage ledger (:mod:`.coverage`) lists a registered
+op-suite combination of a mode the run checked that no test visited (CI runs it after the
+suites). A pure function of the report: it reads, never
 edits.
 """
 
@@ -90,7 +92,8 @@ def html_section(doc: Mapping[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dlconform modes", description="the modes ledger of a JSON report")
     p.add_argument("report", help="a JSON report (--dl-report)")
-    p.add_argument("--check", action="store_true", help="exit 1 when a claim that ran left a declared mode unchecked")
+    p.add_argument("--check", action="store_true", help="exit 1 when a claim that ran left a declared mode unchecked, "
+                   "or a registered op-suite combination of a mode the run checked went unvisited")
     args = p.parse_args(argv)
     from . import compare
 
@@ -101,9 +104,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     led = doc.get("modes") or ledger(doc)  # a report from before the ledger existed: computed here
     sys.stdout.write(text(led))
+    cov = doc.get("coverage")  # the op suites' coverage ledger (coverage.py)
+    if cov:
+        sys.stdout.write(f"coverage ledger: {len(cov['visited'])} combinations visited, {len(cov['unvisited'])} "
+                         f"registered ones unvisited in the modes the run checked, {cov['not_in_run']} in modes it did "
+                         "not run\n")
     bad = problems(led)
     if args.check and bad:
         sys.stderr.write("dlconform modes: documented modes no test checked (add a test that calls "
                          "evidence.covers(mode) after checking it):\n" + "".join(f"  {b}\n" for b in bad))
+        return 1
+    if args.check and cov and cov["unvisited"]:
+        keys = ("framework", "mode", "op", "params", "regime", "dtype", "layout")
+        shown = "".join(f"  {', '.join(str(row.get(k)) for k in keys)}\n" for row in cov["unvisited"][:10])
+        sys.stderr.write(f"dlconform modes: {len(cov['unvisited'])} registered op-suite combinations no test visited "
+                         f"(framework, mode, op, params, regime, dtype, layout), e.g.:\n{shown}")
         return 1
     return 0

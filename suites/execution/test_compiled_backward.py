@@ -1,34 +1,48 @@
 """Compiled backward: gradients of torch.compile (aot_eager, inductor), TorchScript
 (torch.jit.trace) and tf.function (with and without jit_compile=True, the tape inside the
 function so the backward is compiled too) against eager gradients and, in float64, against
-finite differences, for every op of the library.
+finite differences, for every registered sample of every op of the library: each parameter
+class and each input regime (``programs.samples``), in every run.
 
-Compiles are batched: one compiled function runs a one-op program for every op of the
-library (each on its own inputs) and one backward call returns every gradient, so a mode
-costs one compile per example (a cold inductor compile of the batch takes ~12 s here). Each
-op gets its own test id, which reports that op's outcome from the batch that covered it
-(:func:`_outcome`, chunks of :data:`CHUNK` ops). Inductor gets per-op ids too, from two
-larger chunks (:data:`INDUCTOR_CHUNK`, half the library each): a cold inductor compile costs
-seconds, so each of the two workers compiles one half.
+Compiles are batched: one compiled function holds one one-op program per parameter class of
+every op of a chunk (each on its own inputs), and one backward call returns every gradient.
+The batch is compiled once and run once per sample index: a class's other samples reuse its
+program on inputs of their own regime (same shapes, so nothing recompiles; the counting
+backend shows the compiled graph ran), so a mode costs one compile per chunk and example.
+Each op gets its own test id, which reports that op's outcome from the batch that covered it
+(:func:`_outcome`; :data:`CHUNKS`, runs of consecutive ops balanced by class count, each
+compiled once per run and shared by the xdist workers). Each test records the
+samples it checked in the coverage ledger (modes ``compiled/<mode>``, per dtype), and the
+checks of its own op (each op's checks are recorded apart while the batch is judged).
 
 Bounds (``docs/tolerances.md``, "Low-precision gradients"): inputs and cotangents are
 values of the dtype; the compiled and the eager gradient each differ from the exact one by
 at most ``B * ||w||_1 + floor`` per entry (``gradient_error_bound``), so from each other by
 twice that; forward values likewise with ``low_precision_error_bound``. In float64 the
 compiled backward also goes through :func:`check_vjp` (central differences of the eager
-float64 function); an inconclusive point is counted and reported, the other checks of that
-example still run.
+float64 function, with the batch's cotangent, so the batch's one backward serves it); an
+inconclusive point is counted and reported, the other checks of that sample still run, and
+an op most of whose finite-difference checks are inconclusive is a harness error.
+
+A batch that raises is split per op, and a single op's per parameter class, so the op and
+class that raise fail with the compiler's words and everything else is still checked.
+Parameter classes with a known compiler error (:data:`INDUCTOR_APART`, each pinned to its
+finding) are compiled apart, under test ids of their own: the pin covers that class only,
+and the rest of the batch is not recompiled op by op in every run.
 
 An op XLA cannot compile is "not applicable" for that op, with the op and XLA's words
 (tf.function documents InvalidArgumentError for a function XLA cannot compile); the batch
-is compiled again without it.
+is compiled again without it (its op's other classes are probed in a small batch of their
+own, so the large batch recompiles once per unsupported op, not once per class).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,14 +52,27 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import HarnessError, InconclusiveCheck, adapter, budget, check_vjp, evidence, not_applicable
+from pytest_dlconform.api import (
+    HarnessError,
+    InconclusiveCheck,
+    ToleranceExceeded,
+    adapter,
+    budget,
+    check_vjp,
+    evidence,
+    not_applicable,
+)
+from pytest_dlconform.api.harness import SharedResults, run_directory
 from pytest_dlconform.api.programs import (
     TORCH_FLOAT64_GRADIENT,
     ProgramCase,
+    Sample,
+    class_cases,
+    coverage_key,
     gradient_error_bound,
     low_precision_error_bound,
     op_names,
-    program_cases,
+    samples,
 )
 from pytest_dlconform.api.tracing import CountingBackend, assert_within
 
@@ -53,24 +80,42 @@ OPS = op_names()
 # torch's float64 hardsigmoid backward is float32-accurate (a known limit with its own
 # claim): compiled vs eager still checks it, finite differences do not.
 NO_FD = {"torch": set(OPS) - set(op_names(without=[TORCH_FLOAT64_GRADIENT])), "tensorflow": set()}
-CASES = {name: program_cases(max_ops=1, n_inputs=(1, 2), max_side=4, ops=[name]).filter(
-    lambda c, name=name: any(o.name == name for o in c.program.ops)) for name in OPS}
 TORCH_MODES = ("aot_eager", "torchscript")
 TF_MODES = ("function", "xla")
 DTYPES = ("float64", "float32")
 U32 = 2.0**-24
+#: An op's samples as one draw: (sample, case) per registered sample, per op.
+Draws = dict[str, list[tuple[Sample, ProgramCase]]]
+#: A sample checked in a dtype, as plain strings (outcomes are pickled between workers).
+Key = tuple[str, str, str]  # parameter class label, regime, dtype
+
+
+def _key(sample: Sample, dtype: str) -> Key:
+    return (sample.params.label, sample.regime, dtype)
 
 
 @dataclass
 class Outcome:
-    """What a mode's batch found, per op: the first failure, why it is not applicable,
-    how many float64 examples were inconclusive for finite differences."""
+    """What a mode's batches found, per op: its failures, why (some of) its samples are not
+    applicable, the samples checked per dtype, finite differences run and inconclusive, and
+    the checks recorded while its samples were judged (replayed into its own test)."""
 
-    failures: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)
+    raised: set[str] = field(default_factory=set)  # ops a failure of which is a raising compile or run
     not_applicable: dict[str, str] = field(default_factory=dict)
-    inconclusive: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, Counter[Key]] = field(default_factory=dict)
+    visits: dict[str, Counter[Key]] = field(default_factory=dict)
+    inconclusive: dict[str, Counter[Key]] = field(default_factory=dict)
+    fd_checks: Counter[str] = field(default_factory=Counter)
+    checks: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     examples: int = 0
     compile_s: float = 0.0
+
+    def fail(self, name: str, message: str) -> None:
+        self.failures.setdefault(name, []).append(message)
+
+    def count(self, table: dict[str, Counter[Key]], name: str, sample: Sample, dtype: str) -> None:
+        table.setdefault(name, Counter())[_key(sample, dtype)] += 1
 
 
 # ------------------------------------------------------------------ compiled batches
@@ -156,6 +201,14 @@ class TfBatch:
                 if mode != "xla" or not found or set(found) <= set(self.dropped):
                     raise
                 self.dropped.update(found)
+                for op in {self.names[k] for k in found}:
+                    # The op's other programs (its other parameter classes) in a small batch
+                    # of their own: this batch recompiles once per unsupported op, not per class.
+                    rest = [k for k, n in enumerate(self.names) if n == op and k not in self.dropped]
+                    if rest:
+                        probe = TfBatch(tf, mode, [cases[k] for k in rest], [op] * len(rest), dtype, device,
+                                        [inputs[k] for k in rest])
+                        self.dropped.update({rest[j]: why for j, why in probe.dropped.items()})
         self.compile_s = time.perf_counter() - started
 
     def _batch(self, flat: list[Any], ws: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -192,53 +245,108 @@ def _xla_unsupported(message: str) -> dict[int, str]:
 # ------------------------------------------------------------------ checks of one example
 
 
-def _check_example(fw: Any, mode: str, device: str, cases: dict[str, ProgramCase], dtype: str, seed: int,
-                   outcome: Outcome, build: Callable[..., Any]) -> None:
-    """Compile the batch for ``cases`` in ``dtype`` and record each op's first failure.
+def _programs(draws: Draws) -> tuple[list[ProgramCase], list[str], dict[tuple[str, Any], int]]:
+    """One program per parameter class of each op (its first sample's case), the op of each,
+    and each (op, class)'s index in the batch."""
+    cases: list[ProgramCase] = []
+    owners: list[str] = []
+    where: dict[tuple[str, Any], int] = {}
+    for name, pairs in draws.items():
+        for sample, case in pairs:
+            if (name, sample.params) not in where:
+                where[(name, sample.params)] = len(cases)
+                cases.append(case)
+                owners.append(name)
+    return cases, owners, where
+
+
+def _split(draws: Draws) -> list[Draws]:
+    """A raising batch's parts: one per op, and a single op's one per parameter class."""
+    if len(draws) > 1:
+        return [{name: pairs} for name, pairs in draws.items()]
+    ((name, pairs),) = draws.items()
+    classes = list(dict.fromkeys(s.params for s, _ in pairs))
+    return [{name: [(s, c) for s, c in pairs if s.params == cls]} for cls in classes] if len(classes) > 1 else []
+
+
+def _check_example(fw: Any, mode: str, device: str, draws: Draws, dtype: str, seed: int, outcome: Outcome,
+                   build: Callable[..., Any]) -> None:
+    """Compile the batch for ``draws`` in ``dtype``, run it once per sample index and record
+    each op's failures.
 
     A compiled batch that raises (the compiler or the compiled code: a violation, the
-    documentation says the programs compile) is split: each op is compiled and checked on
-    its own, so the op that raises is named and fails, and the others are still checked
-    (explore seed 20261201: one op's inductor backward error failed all 49 of its half)."""
-    names = list(cases)
-    inputs = [[_rounded(fw, x, dtype, device) for x in cases[n].inputs] for n in names]
+    documentation says the programs compile) is split (:func:`_split`) and each part checked
+    on its own, so the op and class that raise are named and fail, and the others are still
+    checked (explore seed 20261201: one op's inductor backward error failed all 49 of its half)."""
+    cases, owners, where = _programs(draws)
+    base = [[_rounded(fw, x, dtype, device) for x in c.inputs] for c in cases]
     rng = np.random.default_rng(seed)
-    ws = [_rounded(fw, rng.standard_normal(cases[n].program.output_shape), dtype, device) for n in names]
+    runs = []
     try:
-        batch = build(mode, [cases[n] for n in names], names, dtype, device, inputs)
+        batch = build(mode, cases, owners, dtype, device, base)
         outcome.compile_s += batch.compile_s
-        outs, flat_grads = batch.run([x for xs in inputs for x in xs], ws)
+        for j in range(max(len(pairs) for pairs in draws.values())):
+            inputs, ws = list(base), [np.zeros(c.program.output_shape) for c in cases]
+            checked = []
+            for name, pairs in draws.items():
+                if j < len(pairs):
+                    sample, case = pairs[j]
+                    k = where[(name, sample.params)]
+                    inputs[k] = [_rounded(fw, x, dtype, device) for x in case.inputs]
+                    ws[k] = _rounded(fw, rng.standard_normal(case.program.output_shape), dtype, device)
+                    checked.append((name, sample, case, k))
+            outs, grads = batch.run([x for xs in inputs for x in xs], ws)
+            runs.append((checked, inputs, ws, outs, grads))
     except HarnessError:
         raise
     except Exception as exc:
-        if len(names) > 1:
-            for name in names:
-                if name not in outcome.failures:
-                    _check_example(fw, mode, device, {name: cases[name]}, dtype, seed, outcome, build)
-            return
-        message = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())
-        outcome.failures[names[0]] = (f"{fw.name} {mode} {names[0]} ({dtype}): the compiled forward and backward raised "
-                                      f"{type(exc).__name__}: {message}\nReproduce: {cases[names[0]]!r} ({dtype})")
+        parts = _split(draws)
+        for part in parts:
+            _check_example(fw, mode, device, part, dtype, seed, outcome, build)
+        if not parts:
+            ((name, pairs),) = draws.items()
+            for sample, _ in pairs:  # checked: it does not compile and run, as documented
+                outcome.count(outcome.visits, name, sample, dtype)
+            message = " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())
+            outcome.raised.add(name)
+            outcome.fail(name, f"{fw.name} {mode} {name} ({dtype}): the compiled forward and backward raised "
+                               f"{type(exc).__name__}: {message}\nReproduce: {pairs[0][1]!r} ({dtype}, class "
+                               f"{pairs[0][0].params.label})")
         return
-    for k, why in getattr(batch, "dropped", {}).items():
-        outcome.not_applicable.setdefault(names[k], f"XLA cannot compile {names[k]} (tf.function(jit_compile=True)): {why}")
-    for k, name in enumerate(names):
-        if name in outcome.failures or k in getattr(batch, "dropped", {}):
-            continue
-        lo, hi = batch.slices[k]
-        try:
-            _check_op(fw, mode, device, cases[name], inputs, ws[k], dtype, seed, outs[k], flat_grads[lo:hi],
-                      batch, k, outcome, name)
-        except AssertionError as exc:
-            outcome.failures[name] = f"{exc}\nReproduce: {cases[name]!r} ({dtype}, cotangent seed {seed})"
+    dropped = getattr(batch, "dropped", {})
+    for k, why in dropped.items():
+        outcome.not_applicable.setdefault(owners[k], f"XLA cannot compile {owners[k]} (tf.function(jit_compile=True)): {why}")
+    for checked, inputs, ws, outs, flat_grads in runs:
+        for name, sample, case, k in checked:
+            if k in dropped:
+                outcome.count(outcome.skipped, name, sample, dtype)
+                continue
+            lo, hi = batch.slices[k]
+            outcome.count(outcome.visits, name, sample, dtype)
+            with evidence.recording() as rec:
+                try:
+                    _check_op(fw, mode, device, sample, case, inputs[k], ws[k], dtype, seed, outs[k],
+                              flat_grads[lo:hi], outcome, name)
+                except AssertionError as exc:
+                    outcome.fail(name, f"{exc}\nReproduce: {case!r} ({dtype}, class {sample.params.label}, regime "
+                                       f"{sample.regime}, cotangent seed {seed})")
+            _keep_checks(outcome.checks.setdefault(name, {}), rec.checks)
 
 
-def _check_op(fw: Any, mode: str, device: str, case: ProgramCase, inputs: list[list[np.ndarray]], w: np.ndarray,
-              dtype: str, seed: int, out: np.ndarray, grads: Sequence[np.ndarray], batch: Any, k: int,
-              outcome: Outcome, name: str) -> None:
-    """One op of the batch: forward and gradient vs eager; in float64, vs finite differences."""
+def _keep_checks(kept: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> None:
+    """The worst margin and the count per check name, as the op's own test would record them."""
+    for what, entry in new.items():
+        old = kept.get(what)
+        if old is None or not entry["margin"] <= old["margin"]:
+            kept[what] = {**entry, "count": entry["count"] + (old["count"] if old else 0)}
+        else:
+            old["count"] += entry["count"]
+
+
+def _check_op(fw: Any, mode: str, device: str, sample: Sample, case: ProgramCase, xs: list[np.ndarray], w: np.ndarray,
+              dtype: str, seed: int, out: np.ndarray, grads: Sequence[np.ndarray], outcome: Outcome, name: str) -> None:
+    """One sample of the batch: forward and gradient vs eager; in float64, vs finite differences."""
     program = case.program
-    xs = inputs[k]
     what = f"{fw.name} {mode} {name} ({dtype})"
     fn = program.build(fw.name, dtype)
     eager_out = fw.call(fn, xs, dtype, device)
@@ -255,21 +363,13 @@ def _check_op(fw: Any, mode: str, device: str, case: ProgramCase, inputs: list[l
     if dtype != "float64" or name in NO_FD[fw.name]:
         return
     f64 = program.build(fw.name, "float64")
-
-    def compiled_vjp(xs_: list[np.ndarray], w_: np.ndarray) -> list[np.ndarray]:
-        # The batch's backward with every other program's cotangent zero: op k's gradient alone.
-        flat = [x for j, group in enumerate(inputs) for x in (xs_ if j == k else group)]
-        ws_ = [np.zeros(s) for s in batch.shapes]
-        ws_[k] = w_
-        _, g = batch.run(flat, ws_)
-        lo, hi = batch.slices[k]
-        return g[lo:hi]
-
+    outcome.fd_checks[name] += 1
     try:
-        result = check_vjp(lambda v: fw.call(f64, v, "float64", device), xs, compiled_vjp, seed=seed, directions=4,
-                           f_error=program.error_bound(xs))
+        # The batch's own backward, for the batch's cotangent w (check_vjp uses that w).
+        result = check_vjp(lambda v: fw.call(f64, v, "float64", device), xs, lambda xs_, w_: list(grads), seed=seed,
+                           directions=4, f_error=program.error_bound(xs), cotangent=w)
     except InconclusiveCheck:
-        outcome.inconclusive[name] = outcome.inconclusive.get(name, 0) + 1
+        outcome.count(outcome.inconclusive, name, sample, dtype)
         return
     evidence.check(f"{fw.name} {mode} compiled backward vs finite differences", observed=result.max_error_ratio,
                    tolerance=1.0)
@@ -278,42 +378,67 @@ def _check_op(fw: Any, mode: str, device: str, case: ProgramCase, inputs: list[l
 # ------------------------------------------------------------------ the batch, once per worker
 
 
-#: Ops per compiled batch. A worker compiles the chunk of OPS starting at the first op it is
-#: asked about that no batch of its own covered yet: the two xdist workers, which get runs
-#: of consecutive tests, compile (nearly) disjoint chunks instead of both compiling all.
-CHUNK = 18
-INDUCTOR_CHUNK = (len(OPS) + 1) // 2
-_DONE: dict[tuple[str, str, str], dict[str, Outcome]] = {}
+def _parts(names: Sequence[str], n: int) -> tuple[tuple[str, ...], ...]:
+    """The library in ``n`` runs of consecutive ops with (about) as many parameter classes each."""
+    weights = np.cumsum([len({s.params for s in samples(name)}) for name in names])
+    cuts = [0, *(int(np.searchsorted(weights, weights[-1] * i / n)) + 1 for i in range(1, n)), len(names)]
+    return tuple(tuple(names[a:b]) for a, b in itertools.pairwise(cuts) if b > a)
 
 
-def _outcome(framework: str, mode: str, device: str, dtypes: Sequence[str], build: Callable[..., Any],
-             ci_examples: int, op: str | None = None, size: int = CHUNK, fixed: bool = False) -> Outcome:
-    """The outcome of the batch that covers ``op`` (None: one batch of every op): the ``size``
-    ops from ``op`` on, or with ``fixed`` the block of ``size`` that holds ``op`` (fixed
-    boundaries: a worker never compiles a chunk that overlaps another of its own)."""
-    done = _DONE.setdefault((framework, mode, device), {})
-    if op in done:
-        return done[op]
-    if op is None:
-        chunk = OPS
-    else:
-        start = OPS.index(op) // size * size if fixed else OPS.index(op)
-        chunk = OPS[start: start + size]
+#: The chunks of ops compiled as one batch, per mode: one compile each per run, shared by the
+#: xdist workers (:class:`SharedResults`: a worker waiting for a chunk compiles another first).
+#: A cold inductor compile of a quarter of the library's classes takes 10-30 s here.
+CHUNKS = {mode: _parts(OPS, 4 if mode == "inductor" else 6) for mode in (*TORCH_MODES, "inductor", *TF_MODES)}
+#: Parameter classes with a known inductor divergence, each compiled in a batch of its own
+#: under its own test id (id -> op, text of the class label), so that its pin covers that
+#: class only and never the op's other classes; the class stays in the op's registered
+#: samples. conv2d_full-replicate: inductor raises in the backward (finding 27; a raising
+#: batch is split, which would recompile the rest of its chunk op by op in every run).
+#: avg_pool2d_pad-ceil: the backward divides ceil_mode's overhanging windows by the whole
+#: kernel (finding 28).
+INDUCTOR_APART = {
+    "conv2d_full-replicate": ("conv2d_full", "padding_mode='replicate'"),
+    "avg_pool2d_pad-ceil": ("avg_pool2d_pad", "padding=0,ceil_mode=True,count_include_pad=True,divisor_override=None"),
+}
+
+
+def _apart(op: str, sample: Sample) -> str | None:
+    return next((key for key, (o, text) in INDUCTOR_APART.items() if o == op and text in sample.params.label), None)
+
+
+def _compute(framework: str, mode: str, device: str, dtypes: Sequence[str], build: Callable[..., Any],
+             ci_examples: int, chunk: Sequence[str], select: Callable[[str, Sample], bool]) -> Outcome:
+    """The outcome of the batches of ``chunk`` (the samples ``select`` keeps), every example."""
     fw = adapter(framework)
     outcome = Outcome()
 
     @budget(ci_examples)
     @given(data=st.data(), seed=st.integers(0, 2**16))
     def prop(data: Any, seed: int) -> None:
-        cases = {name: data.draw(CASES[name], label=name) for name in chunk}
+        draws = {name: [(s, c) for s, c in data.draw(class_cases(name), label=name) if select(name, s)] for name in chunk}
         outcome.examples += 1
         for dtype in dtypes:
-            _check_example(fw, mode, device, cases, dtype, seed, outcome, build)
+            _check_example(fw, mode, device, {n: p for n, p in draws.items() if p}, dtype, seed, outcome, build)
 
     prop()
-    for name in chunk:
-        done.setdefault(name, outcome)
     return outcome
+
+
+def _outcome(shared: Any, framework: str, mode: str, device: str, dtypes: Sequence[str], build: Callable[..., Any],
+             op: str) -> Outcome:
+    """The outcome of the chunk of ``mode`` that holds ``op`` (inductor: its classes that are
+    not compiled apart)."""
+    chunks = CHUNKS[mode]
+    index = next(i for i, c in enumerate(chunks) if op in c)
+    select = (lambda o, s: _apart(o, s) is None) if mode == "inductor" else (lambda o, s: True)
+    compute = lambda part: _compute(framework, mode, device, dtypes, build, 1, chunks[int(part)], select)
+    return shared.get(f"{framework}-{mode}-{device}", str(index), [str(i) for i in range(len(chunks))], compute)
+
+
+@pytest.fixture(scope="module")
+def shared(request: Any, tmp_path_factory: Any) -> Any:
+    """Chunk outcomes computed once per run, shared by the run's xdist workers."""
+    return SharedResults(run_directory(request.config, tmp_path_factory.getbasetemp(), "dlconform-compiled-backward"))
 
 
 #: The claims' modes per compile mode (execution.toml).
@@ -322,15 +447,39 @@ MODE_NAMES = {"aot_eager": "backend=aot_eager", "inductor": "backend=inductor", 
 
 
 def _report(outcome: Outcome, op: str, mode: str, dtypes: Sequence[str] = DTYPES) -> None:
-    evidence.note(examples=outcome.examples, batch_compile_s=round(outcome.compile_s, 2),
-                  fd_inconclusive=outcome.inconclusive.get(op, 0))
-    if op in outcome.not_applicable:
-        not_applicable(outcome.not_applicable[op])
-    if op in outcome.failures:
-        pytest.fail(outcome.failures[op], pytrace=False)
-    evidence.covers(MODE_NAMES[mode], *(f"dtype={d}" for d in dtypes))
+    """The op's test: its coverage rows, its checks, then its verdict (failures first; not
+    applicable when XLA compiled none of its samples; a harness error when finite
+    differences could judge fewer than half of its float64 samples)."""
     framework = "tensorflow" if mode in TF_MODES else "torch"
-    if "float64" in dtypes and op not in NO_FD[framework] and outcome.inconclusive.get(op, 0) < outcome.examples:
+    visits, skipped = outcome.visits.get(op, Counter()), outcome.skipped.get(op, Counter())
+    noisy = outcome.inconclusive.get(op, Counter())
+    keys = [(s, d, _key(s, d)) for s in samples(op) for d in dtypes]
+    rows = [{**coverage_key(framework, f"compiled/{mode}", s, dtype=d), "count": visits[k], "inconclusive": noisy[k],
+             **({"not_applicable": skipped[k]} if skipped[k] else {})} for s, d, k in keys if visits[k] or skipped[k]]
+    inconclusive, checks = sum(noisy.values()), outcome.fd_checks[op]
+    evidence.note(examples=outcome.examples, batch_compile_s=round(outcome.compile_s, 2), coverage=rows,
+                  fd_checks=checks, fd_inconclusive=inconclusive, samples_checked=sum(visits.values()))
+    for what, entry in outcome.checks.get(op, {}).items():
+        evidence.check(what, observed=entry["observed"], tolerance=entry["tolerance"])
+    if op in outcome.failures:
+        found = outcome.failures[op]
+        more = f"\n\n... and {len(found) - 3} more failures of {op}" if len(found) > 3 else ""
+        if op in outcome.raised:  # the compiler or the compiled code raised
+            pytest.fail("\n\n".join(found[:3]) + more, pytrace=False)
+        __tracebackhide__ = True
+        # An oracle's verdict (its checks, with their observed errors, are in this test's evidence).
+        raise ToleranceExceeded("\n\n".join(found[:3]) + more)
+    if op in outcome.not_applicable and not visits:
+        not_applicable(outcome.not_applicable[op])
+    if op in outcome.not_applicable:
+        evidence.note(not_applicable_samples=outcome.not_applicable[op])
+    if not visits:
+        raise HarnessError(f"no sample of {op} was checked in {mode}")
+    if checks and 2 * inconclusive > checks:
+        raise HarnessError(f"finite differences were inconclusive in {inconclusive} of {checks} float64 checks of {op} "
+                           f"under {mode}: its samples do not let finite differences judge the compiled gradient")
+    evidence.covers(MODE_NAMES[mode], *(f"dtype={d}" for d in dtypes))
+    if checks > inconclusive:
         evidence.covers("vs-finite-differences")
 
 
@@ -345,23 +494,30 @@ def _tf_build(tf: Any) -> Callable[..., Any]:
 @pytest.mark.claim("execution.compile.backward")
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("mode", TORCH_MODES)
-def test_torch_compiled_backward_matches_eager_and_finite_differences(torch, dl_device, mode, op):
-    outcome = _outcome("torch", mode, dl_device, DTYPES, _torch_build(torch), ci_examples=1, op=op)
-    _report(outcome, op, mode)
+def test_torch_compiled_backward_matches_eager_and_finite_differences(torch, dl_device, shared, mode, op):
+    _report(_outcome(shared, "torch", mode, dl_device, DTYPES, _torch_build(torch), op), op, mode)
 
 
 @pytest.mark.claim("execution.compile.backward")
 @pytest.mark.parametrize("op", OPS)
-def test_torch_inductor_backward_matches_eager(torch, dl_device, op):
-    # float32, where inductor generates its own kernels; one compile per half of the library.
-    outcome = _outcome("torch", "inductor", dl_device, ("float32",), _torch_build(torch), ci_examples=1, op=op,
-                       size=INDUCTOR_CHUNK, fixed=True)
-    _report(outcome, op, "inductor", ("float32",))
+def test_torch_inductor_backward_matches_eager(torch, dl_device, shared, op):
+    # float32, where inductor generates its own kernels.
+    _report(_outcome(shared, "torch", "inductor", dl_device, ("float32",), _torch_build(torch), op), op, "inductor",
+            ("float32",))
+
+
+@pytest.mark.claim("execution.compile.backward")
+@pytest.mark.parametrize("apart", sorted(INDUCTOR_APART))
+def test_torch_inductor_backward_of_a_class_compiled_apart(torch, dl_device, shared, apart):
+    # The classes of INDUCTOR_APART, each in a batch of its own (float32, as above).
+    op = INDUCTOR_APART[apart][0]
+    compute = lambda part: _compute("torch", "inductor", dl_device, ("float32",), _torch_build(torch), 1, (op,),
+                                    lambda o, s: _apart(o, s) == apart)
+    _report(shared.get(f"torch-inductor-apart-{dl_device}", apart, [apart], compute), op, "inductor", ("float32",))
 
 
 @pytest.mark.claim("execution.function.backward")
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("mode", TF_MODES)
-def test_tf_function_backward_matches_eager_and_finite_differences(tf, dl_device, mode, op):
-    outcome = _outcome("tensorflow", mode, dl_device, DTYPES, _tf_build(tf), ci_examples=1, op=op)
-    _report(outcome, op, mode)
+def test_tf_function_backward_matches_eager_and_finite_differences(tf, dl_device, shared, mode, op):
+    _report(_outcome(shared, "tensorflow", mode, dl_device, DTYPES, _tf_build(tf), op), op, mode)

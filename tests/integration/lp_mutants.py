@@ -9,6 +9,10 @@ wrong in one place only:
   is true while AOTAutograd traces the backward), so only a compiled backward is wrong;
 * TensorFlow ``cos``: a tf.custom_gradient whose gradient is 1% too large in graph mode
   only (``tf.executing_eagerly()`` is false inside tf.function and under XLA);
+* torch ``leaky_relu``: a torch.library custom op whose backward is 1% too large only while
+  compiled and only at negative_slope 0.0625 (one parameter class of four);
+* TensorFlow ``abs``: a tf.custom_gradient 1% too large in graph mode only and only where
+  |x| > 16 (the "large" input regime, and large entries of "mixed");
 * TensorFlow ``sigmoid``: a tf.custom_gradient 10% too large in float16 only;
 * torch ``atan``: an autograd.Function 25% too large in bfloat16 only.
 
@@ -23,6 +27,8 @@ from typing import Any
 
 from pytest_dlconform.programs import OPS
 
+__all__ = ["MUTANTS", "OPS", "UNAFFECTED"]
+
 _M = "__import__('lp_mutants')"
 
 #: op -> (framework, template, what is wrong, the test ids that must catch it)
@@ -35,6 +41,16 @@ MUTANTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
              "test_tf_function_backward_matches_eager_and_finite_differences[cpu-function-cos]",
              "suites/execution/test_compiled_backward.py::"
              "test_tf_function_backward_matches_eager_and_finite_differences[cpu-xla-cos]")),
+    "leaky_relu": ("torch", "torch.ops.dlconform_mutants.leaky_relu({a}, {negative_slope})",
+                   "backward 1% too large only while compiled, and only at negative_slope=0.0625",
+                   ("suites/execution/test_compiled_backward.py::"
+                    "test_torch_compiled_backward_matches_eager_and_finite_differences[cpu-aot_eager-leaky_relu]",
+                    "suites/execution/test_compiled_backward.py::test_torch_inductor_backward_matches_eager[cpu-leaky_relu]")),
+    "abs": ("tensorflow", _M + ".tf_abs({a})", "gradient 1% too large in graph mode only, and only where |x| > 16",
+            ("suites/execution/test_compiled_backward.py::"
+             "test_tf_function_backward_matches_eager_and_finite_differences[cpu-function-abs]",
+             "suites/execution/test_compiled_backward.py::"
+             "test_tf_function_backward_matches_eager_and_finite_differences[cpu-xla-abs]")),
     "sigmoid": ("tensorflow", _M + ".tf_sigmoid({a})", "gradient 10% too large in float16 only",
                 ("suites/autodiff/test_low_precision.py::"
                  "test_low_precision_forward_and_gradient_match_float64[tf-cpu-sigmoid-float16]",)),
@@ -47,6 +63,9 @@ MUTANTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
 UNAFFECTED: tuple[str, ...] = (
     "suites/execution/test_compiled_backward.py::"
     "test_torch_compiled_backward_matches_eager_and_finite_differences[cpu-torchscript-sin]",
+    "suites/execution/test_compiled_backward.py::"
+    "test_torch_compiled_backward_matches_eager_and_finite_differences[cpu-torchscript-leaky_relu]",
+    "suites/autodiff/test_ops.py::test_tensorflow_op_reverse_mode_vs_finite_differences[cpu-abs]",
     "suites/autodiff/test_low_precision.py::test_low_precision_forward_and_gradient_match_float64[tf-cpu-sigmoid-float32]",
     "suites/autodiff/test_low_precision.py::test_low_precision_forward_and_gradient_match_float64[torch-cpu-atan-float16]",
 )
@@ -72,6 +91,25 @@ def _register_torch() -> None:
         return g * torch.cos(x) * wrong
 
     sin.register_autograd(backward, setup_context=setup)
+
+    @torch.library.custom_op("dlconform_mutants::leaky_relu", mutates_args=(), schema="(Tensor x, float s) -> Tensor")
+    def leaky_relu(x: torch.Tensor, s: float) -> torch.Tensor:
+        return torch.nn.functional.leaky_relu(x, s)
+
+    @leaky_relu.register_fake
+    def _(x: torch.Tensor, s: float) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def setup_lr(ctx: Any, inputs: Any, output: Any) -> None:
+        ctx.save_for_backward(inputs[0])
+        ctx.slope = inputs[1]
+
+    def backward_lr(ctx: Any, g: Any) -> Any:
+        (x,) = ctx.saved_tensors
+        wrong = 1.01 if torch.compiler.is_compiling() and ctx.slope == 0.0625 else 1.0
+        return g * torch.where(x > 0, 1.0, ctx.slope).to(g.dtype) * wrong, None
+
+    leaky_relu.register_autograd(backward_lr, setup_context=setup_lr)
 
 
 class _Atan:
@@ -108,6 +146,20 @@ def tf_cos(x: Any) -> Any:
         return tf.math.cos(x), grad
 
     return cos(x)
+
+
+def tf_abs(x: Any) -> Any:
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def abs_(x: Any) -> Any:
+        def grad(g: Any) -> Any:
+            wrong = 1.0 if tf.executing_eagerly() else tf.where(tf.abs(x) > 16, tf.constant(1.01, x.dtype), tf.ones_like(x))
+            return g * tf.math.sign(x) * wrong
+
+        return tf.math.abs(x), grad
+
+    return abs_(x)
 
 
 def tf_sigmoid(x: Any) -> Any:

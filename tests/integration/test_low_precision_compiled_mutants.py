@@ -19,21 +19,33 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import lp_mutants  # noqa: E402  (this folder is the plugin's home, as for op_mutants)
 
+SUITE = "suites/execution/test_compiled_backward.py"
+#: The TorchScript mode end to end (every op: its compiles are cheap), for the coverage ledger.
+TORCHSCRIPT = [f"{SUITE}::test_torch_compiled_backward_matches_eager_and_finite_differences[cpu-torchscript-{op}]"
+               for op in lp_mutants.OPS]
 
-def _run(ids: list[str]) -> str:
+
+def _run(ids: list[str], report: Path) -> str:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "pytest", *ids, "-p", "lp_mutants", "-p", "no:cacheprovider", "--dl-profile=ci",
-           "-rA", "-q"]
+           "-rA", "-q", f"--dl-report={report}"]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200, env=env)
     return out.stdout + out.stderr
 
 
 @pytest.fixture(scope="module")
-def output() -> str:
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     pytest.importorskip("torch")
     pytest.importorskip("tensorflow")
     caught = [i for _, _, _, ids in lp_mutants.MUTANTS.values() for i in ids]
-    return _run(caught + list(lp_mutants.UNAFFECTED))
+    report = tmp_path_factory.mktemp("lp") / "report.json"
+    ids = list(dict.fromkeys(caught + list(lp_mutants.UNAFFECTED) + TORCHSCRIPT))
+    return _run(ids, report), report
+
+
+@pytest.fixture(scope="module")
+def output(run: tuple[str, Path]) -> str:
+    return run[0]
 
 
 @pytest.mark.parametrize("op", sorted(lp_mutants.MUTANTS))
@@ -46,6 +58,12 @@ MESSAGES = {
     # a wrong compiled backward: compiled vs eager names the mode, op and input
     "sin": r"torch aot_eager sin \(float(64|32)\): compiled gradient of input 0 vs eager: max\|actual - expected\|",
     "cos": r"tensorflow (function|xla) cos \(float(64|32)\): compiled gradient of input 0 vs eager",
+    # one parameter class only: the reproduction names it
+    "leaky_relu": r"torch (aot_eager|inductor) leaky_relu \(float(64|32)\): compiled gradient of input 0 vs eager"
+                  r"(.|\n)*class negative_slope=0.0625",
+    # one input regime only
+    "abs": r"tensorflow (function|xla) abs \(float(64|32)\): compiled gradient of input 0 vs eager(.|\n)*regime "
+           r"(large|mixed|wide)",
     # a low-precision gradient off by more than the bound
     "sigmoid": r"tensorflow sigmoid gradient of input 0 in float16 vs float64: max\|actual - expected\| = .* but should be <=",
     "atan": r"torch atan gradient of input 0 in bfloat16 vs float64: max\|actual - expected\| = .* but should be <=",
@@ -60,3 +78,19 @@ def test_the_failure_message_names_what_is_wrong(output: str, op: str) -> None:
 def test_the_same_ops_in_other_modes_and_dtypes_still_pass(output: str) -> None:
     for node in lp_mutants.UNAFFECTED:
         assert f"PASSED {node}" in output, f"{node} should pass with the mutants loaded:\n{output[-4000:]}"
+
+
+def test_a_whole_mode_visits_every_registered_combination(run: tuple[str, Path]) -> None:
+    """The TorchScript mode's ledger rows, end to end: every sample of every op, in both dtypes."""
+    import json
+
+    from pytest_dlconform.programs import samples as S
+
+    out, report = run
+    assert report.exists(), out[-3000:]
+    ledger = json.loads(report.read_text())["coverage"]
+    want = {tuple(sorted(k.items())) for k in S.registered() if (k["framework"], k["mode"]) == ("torch", "compiled/torchscript")}
+    seen = {tuple(sorted((k, str(v)) for k, v in row.items() if k in S.coverage_key("torch", "m", S.samples("tanh")[0])))
+            for row in ledger["visited"] if row["mode"] == "compiled/torchscript" and row["count"] > 0}
+    assert want and want <= seen, f"{len(want - seen)} TorchScript combinations unvisited, e.g. {sorted(want - seen)[:3]}"
+    assert not [u for u in ledger["unvisited"] if u["mode"] == "compiled/torchscript"]

@@ -91,3 +91,30 @@ def test_every_claim_of_the_mode_areas_declares_its_modes():
     missing = [c.id for c in claims.registry().values() if c.area in areas and not c.modes and c.id not in MODES_PENDING]
     assert not missing, f"claims without modes: {missing}"
     assert all(claims.get(cid) is not None and not claims.get(cid).modes for cid in MODES_PENDING)
+
+
+def test_check_command_fails_on_an_unvisited_coverage_combination(tmp_path, capsys):
+    from pytest_dlconform import coverage
+    from pytest_dlconform.report import Report
+
+    key = {"framework": "torch", "mode": "compiled/inductor", "op": "tanh", "params": "default", "dtype": "float32",
+           "layout": "contiguous"}
+    registered = [{**key, "regime": "unit"}, {**key, "regime": "large"}]
+
+    def write(regimes):
+        rows = [{**key, "regime": r, "count": 1, "inconclusive": 0} for r in regimes]
+        test = {**_test("holds", {"train": 1, "eval": 1}), "nodeid": "t0", "claim": "modules.x"}
+        test["evidence"]["notes"]["coverage"] = rows
+        doc = _report(["train", "eval"], [test])
+        doc["claims"]["modules.x"]["verdict"] = "holds"
+        report = Report.from_dict(doc)
+        path = tmp_path / "r.json"
+        path.write_text(report.replace(coverage=coverage.ledger(report, registered)).to_json())
+        return str(path)
+
+    assert modes.main([write(["unit", "large"]), "--check"]) == 0
+    assert "coverage ledger: 2 combinations visited, 0 registered ones unvisited" in capsys.readouterr().out
+    assert modes.main([write(["unit"]), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "1 registered op-suite combinations no test visited" in err
+    assert "torch, compiled/inductor, tanh, default, large, float32, contiguous" in err

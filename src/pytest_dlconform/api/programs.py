@@ -23,9 +23,21 @@ from ..programs import (
 from ..programs.core import INPUT_MAX
 from ..programs.errors import LINEAR_OPS, gradient_error_bound, low_precision_error_bound
 from ..programs.ops.normalization import NORM_OPS, min_variance
-from ..programs.samples import MODES, coverage_key, layout_samples, ops_for, registered, sample_cases, samples
+from ..programs.samples import (
+    COMPILED_MODES,
+    MODES,
+    Sample,
+    class_cases,
+    coverage_key,
+    layout_samples,
+    ops_for,
+    registered,
+    sample_cases,
+    samples,
+)
 
 __all__ = [
+    "COMPILED_MODES",
     "INPUT_MAX",
     "LAYOUTS",
     "LINEAR_OPS",
@@ -37,6 +49,8 @@ __all__ = [
     "Op",
     "Program",
     "ProgramCase",
+    "Sample",
+    "class_cases",
     "coverage_key",
     "edges",
     "gradient_error_bound",

@@ -52,6 +52,13 @@ MODE_LIMITS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
     "layout": {"torch": (TORCH_FLOAT64_GRADIENT,)},
 }
 MAX_SIZE: Final = 512  # elements per input: small, so each sample costs milliseconds
+#: The compiled-backward suite's modes (suites/execution/test_compiled_backward.py), per
+#: framework, with the dtypes each checks: every sample of every op, each mode and dtype.
+COMPILED_MODES: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
+    "torch": {"compiled/aot_eager": ("float64", "float32"), "compiled/torchscript": ("float64", "float32"),
+              "compiled/inductor": ("float32",)},
+    "tensorflow": {"compiled/function": ("float64", "float32"), "compiled/xla": ("float64", "float32")},
+}
 
 
 @dataclass(frozen=True)
@@ -200,6 +207,8 @@ def registered() -> list[dict[str, str]]:
                 else:
                     out += [coverage_key(framework, mode, s) for s in samples(op)]
     out += _edges().registered()  # suites/autodiff/test_op_edges.py
+    out += [coverage_key(framework, mode, s, dtype=dtype) for framework, modes in COMPILED_MODES.items()
+            for mode, dtypes in modes.items() for op in OPS for s in samples(op) for dtype in dtypes]
     return out
 
 
@@ -268,6 +277,36 @@ def _case(program: Program, regime: str, seed: int) -> ProgramCase:
         return ProgramCase(program, branch_inputs(program, seed))
     recipe = InputRecipe(seed, (regime,) * program.n_inputs)
     return ProgramCase(program, make_inputs(program, recipe), recipe)
+
+
+@st.composite
+def regime_cases(draw: Draw, program: Program, regime: str) -> ProgramCase:
+    """Inputs of ``regime`` for a given ``program`` (its shapes and parameters kept), drawn
+    again while the float64 reference is not finite."""
+    for _ in range(50):
+        case = _case(program, regime, draw(st.integers(0, 2**32 - 1)))
+        with np.errstate(all="ignore"):
+            if np.all(np.isfinite(program.numpy(case.inputs))):
+                return case
+    raise ValueError(f"no finite inputs of regime {regime!r} for {program!r} in 50 draws")
+
+
+@st.composite
+def class_cases(draw: Draw, op: str, max_side: int = 4) -> list[tuple[Sample, ProgramCase]]:
+    """Every registered sample of ``op`` on one program per parameter class: a class's first
+    sample draws the program (:func:`sample_cases`), its other samples reuse that program on
+    inputs of their own regime (:func:`regime_cases`), so a compiled function of the
+    programs runs every sample without compiling again."""
+    programs: dict[ParamClass, Program] = {}
+    out = []
+    for sample in samples(op):
+        if sample.params in programs:
+            case = draw(regime_cases(programs[sample.params], sample.regime))
+        else:
+            case = draw(sample_cases(sample, max_side))
+            programs[sample.params] = case.program
+        out.append((sample, case))
+    return out
 
 
 @st.composite
