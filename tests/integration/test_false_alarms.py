@@ -422,3 +422,32 @@ def test_seed20261201_gelu_float32_gradient_where_phi_cancels(torch: Any) -> Non
     assert_within(g.double().numpy(), exact, allowed, what="gelu gradient")
     with pytest.raises(ToleranceExceeded, match="wrong gelu gradient"):
         assert_within(wrong, exact, allowed, what="wrong gelu gradient")
+
+
+LAYER_NORM = Program(((2,),), (Op("layer_norm", params=(("k", 1), ("eps", 0.25))),))
+X_LAYER_NORM = [np.array([28.94976226, 17.96672915], dtype=np.float32).astype(np.float64)]
+
+
+def test_low_precision_every_sample_layer_norm_float32_gradient_where_y_is_saturated(torch: Any) -> None:
+    # n = 2, sigma = 5.5: the backward's (g - mean g) and y mean(g y) cancel to eps / sigma**2
+    # of their size, and y carries the forward's n u max|x| / sigma (the low-precision suite,
+    # once every sample ran: 1.7e-8 where 2n / sigma allowed 1.2e-8).
+    from pytest_dlconform.checks.tracing import assert_within
+    from pytest_dlconform.programs.errors import gradient_error_bound
+
+    w = np.asarray(np.random.default_rng(0).standard_normal(2), dtype=np.float32).astype(np.float64)
+    x = torch.tensor(X_LAYER_NORM[0], dtype=torch.float32, requires_grad=True)
+    (g,) = torch.autograd.grad(torch.nn.functional.layer_norm(x, (2,), eps=0.25), x,
+                               grad_outputs=torch.tensor(w, dtype=torch.float32))
+    x64 = torch.tensor(X_LAYER_NORM[0], dtype=torch.float64, requires_grad=True)
+    (g64,) = torch.autograd.grad(torch.nn.functional.layer_norm(x64, (2,), eps=0.25), x64,
+                                 grad_outputs=torch.tensor(w, dtype=torch.float64))
+    b, floor = gradient_error_bound(LAYER_NORM, X_LAYER_NORM, "float32")
+    b64, _ = gradient_error_bound(LAYER_NORM, X_LAYER_NORM, "float64")
+    allowed = (b + b64) * float(np.sum(np.abs(w))) + floor  # as test_low_precision.py
+    error = float(np.max(np.abs(g.double().numpy() - g64.numpy())))
+    assert 1e-8 < error <= allowed
+    exact = g64.numpy()
+    assert allowed < 1e-3 * float(np.max(np.abs(exact)))  # a 0.1% wrong gradient still fails
+    with pytest.raises(ToleranceExceeded, match="wrong layer_norm gradient"):
+        assert_within(exact * (1 + 1e-3), exact, allowed, what="wrong layer_norm gradient")

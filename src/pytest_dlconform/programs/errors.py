@@ -259,7 +259,11 @@ def _cancellation(name: str, xs: Sequence[Array], p: Params, gradient: bool = Fa
     * layer_norm: ``x - mean`` errs by ``n u max|x|`` and is divided by
       ``sigma = sqrt(var + eps)``, also where the output is identically 0 (one normalised
       entry, L = 0); its backward's terms ``(g - mean g) / sigma`` and
-      ``y mean(g y) / sigma`` are of size ``|g| / sigma``;
+      ``y mean(g y) / sigma`` are of size ``|g| / sigma``, and the ``y`` in the second (twice:
+      ``y`` and ``mean(g y)``) carries the forward's ``n u max|x| / sigma``:
+      ``2n (1 + max|x| / sigma) / sigma`` (torch float32, n = 2, eps = 0.25, |x| ~ 29,
+      sigma = 5.5: 1.7e-8 where ``2n / sigma`` allowed 1.2e-8, the two terms cancelling to
+      ``eps / sigma**2`` of their size);
     * the softmax-weight ops (:data:`_EXP_WEIGHTS`), backward: ``2 max|x|``;
     * gelu, backward: TensorFlow composes it (``0.5 x (1 + tanh z)``, ``0.5 x erfc(-x/sqrt 2)``),
       so its tangent rule sums ``0.5 (1 + |t|) + 0.5 |x| (1 + t^2) |z'|`` (tanh form) or
@@ -280,7 +284,7 @@ def _cancellation(name: str, xs: Sequence[Array], p: Params, gradient: bool = Fa
         axes = tuple(range(x.ndim - p["k"], x.ndim))
         n = int(np.prod([x.shape[a] for a in axes]))
         sigma = float(np.min(np.sqrt(np.var(x, axis=axes) + p["eps"])))
-        return n * (2.0 if gradient else _amax(x)) / sigma
+        return n * (2.0 * (1.0 + _amax(x) / sigma) if gradient else _amax(x)) / sigma
     if not gradient:
         return 0.0
     if name in _EXP_WEIGHTS:
