@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 import time
 import warnings
 from collections import Counter
@@ -424,21 +425,61 @@ def _compute(framework: str, mode: str, device: str, dtypes: Sequence[str], buil
     return outcome
 
 
-def _outcome(shared: Any, framework: str, mode: str, device: str, dtypes: Sequence[str], build: Callable[..., Any],
-             op: str) -> Outcome:
+@dataclass
+class Batches:
+    """The run's shared chunk outcomes, and which (mode, op or apart id) tests the run selected."""
+
+    shared: SharedResults
+    selected: set[tuple[str, str]]
+
+
+def _selected(items: Sequence[Any]) -> set[tuple[str, str]]:
+    """(mode, op) of this module's selected tests; ("apart", id) for an apart class's test."""
+    out = set()
+    for item in items:
+        if getattr(item, "module", None) is not sys.modules[__name__] or not hasattr(item, "callspec"):
+            continue
+        params, name = item.callspec.params, item.originalname
+        if name == "test_torch_inductor_backward_matches_eager":
+            out.add(("inductor", params["op"]))
+        elif name == "test_torch_inductor_backward_of_a_class_compiled_apart":
+            out.add(("apart", params["apart"]))
+        else:
+            out.add((params["mode"], params["op"]))
+    return out
+
+
+def _register(batches: Batches, framework: str, device: str, build: Callable[..., Any]) -> None:
+    """Every family of ``framework`` (a mode's chunks with a selected test; inductor's apart
+    classes), so that a worker waiting for one part computes any other the run needs."""
+    shared, selected = batches.shared, batches.selected
+    for mode in (*TORCH_MODES, "inductor") if framework == "torch" else TF_MODES:
+        dtypes = ("float32",) if mode == "inductor" else DTYPES
+        chunks = CHUNKS[mode]
+        select = (lambda o, s: _apart(o, s) is None) if mode == "inductor" else (lambda o, s: True)
+        parts = [str(i) for i, chunk in enumerate(chunks) if any((mode, op) in selected for op in chunk)]
+        shared.register(f"{framework}-{mode}-{device}", parts,
+                        lambda part, mode=mode, dtypes=dtypes, chunks=chunks, select=select: _compute(
+                            framework, mode, device, dtypes, build, 1, chunks[int(part)], select))
+    if framework == "torch":
+        shared.register(f"torch-inductor-apart-{device}", sorted(k for k in INDUCTOR_APART if ("apart", k) in selected),
+                        lambda key: _compute("torch", "inductor", device, ("float32",), build, 1,
+                                             (INDUCTOR_APART[key][0],), lambda o, s: _apart(o, s) == key))
+
+
+def _outcome(batches: Batches, framework: str, mode: str, device: str, build: Callable[..., Any], op: str) -> Outcome:
     """The outcome of the chunk of ``mode`` that holds ``op`` (inductor: its classes that are
     not compiled apart)."""
-    chunks = CHUNKS[mode]
-    index = next(i for i, c in enumerate(chunks) if op in c)
-    select = (lambda o, s: _apart(o, s) is None) if mode == "inductor" else (lambda o, s: True)
-    compute = lambda part: _compute(framework, mode, device, dtypes, build, 1, chunks[int(part)], select)
-    return shared.get(f"{framework}-{mode}-{device}", str(index), [str(i) for i in range(len(chunks))], compute)
+    _register(batches, framework, device, build)
+    index = next(i for i, c in enumerate(CHUNKS[mode]) if op in c)
+    return batches.shared.get(f"{framework}-{mode}-{device}", str(index))  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
-def shared(request: Any, tmp_path_factory: Any) -> Any:
+def shared(request: Any, tmp_path_factory: Any) -> Batches:
     """Chunk outcomes computed once per run, shared by the run's xdist workers."""
-    return SharedResults(run_directory(request.config, tmp_path_factory.getbasetemp(), "dlconform-compiled-backward"))
+    root = run_directory(request.config, tmp_path_factory.getbasetemp(), "dlconform-compiled-backward")
+    return Batches(SharedResults(root), _selected(request.session.items))
 
 
 #: The claims' modes per compile mode (execution.toml).
@@ -495,29 +536,27 @@ def _tf_build(tf: Any) -> Callable[..., Any]:
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("mode", TORCH_MODES)
 def test_torch_compiled_backward_matches_eager_and_finite_differences(torch, dl_device, shared, mode, op):
-    _report(_outcome(shared, "torch", mode, dl_device, DTYPES, _torch_build(torch), op), op, mode)
+    _report(_outcome(shared, "torch", mode, dl_device, _torch_build(torch), op), op, mode)
 
 
 @pytest.mark.claim("execution.compile.backward")
 @pytest.mark.parametrize("op", OPS)
 def test_torch_inductor_backward_matches_eager(torch, dl_device, shared, op):
     # float32, where inductor generates its own kernels.
-    _report(_outcome(shared, "torch", "inductor", dl_device, ("float32",), _torch_build(torch), op), op, "inductor",
-            ("float32",))
+    _report(_outcome(shared, "torch", "inductor", dl_device, _torch_build(torch), op), op, "inductor", ("float32",))
 
 
 @pytest.mark.claim("execution.compile.backward")
 @pytest.mark.parametrize("apart", sorted(INDUCTOR_APART))
 def test_torch_inductor_backward_of_a_class_compiled_apart(torch, dl_device, shared, apart):
     # The classes of INDUCTOR_APART, each in a batch of its own (float32, as above).
-    op = INDUCTOR_APART[apart][0]
-    compute = lambda part: _compute("torch", "inductor", dl_device, ("float32",), _torch_build(torch), 1, (op,),
-                                    lambda o, s: _apart(o, s) == apart)
-    _report(shared.get(f"torch-inductor-apart-{dl_device}", apart, [apart], compute), op, "inductor", ("float32",))
+    _register(shared, "torch", dl_device, _torch_build(torch))
+    outcome = shared.shared.get(f"torch-inductor-apart-{dl_device}", apart)
+    _report(outcome, INDUCTOR_APART[apart][0], "inductor", ("float32",))
 
 
 @pytest.mark.claim("execution.function.backward")
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("mode", TF_MODES)
 def test_tf_function_backward_matches_eager_and_finite_differences(tf, dl_device, shared, mode, op):
-    _report(_outcome(shared, "tensorflow", mode, dl_device, DTYPES, _tf_build(tf), op), op, mode)
+    _report(_outcome(shared, "tensorflow", mode, dl_device, _tf_build(tf), op), op, mode)

@@ -43,9 +43,9 @@ MUTANTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
              "test_tf_function_backward_matches_eager_and_finite_differences[cpu-xla-cos]")),
     "leaky_relu": ("torch", "torch.ops.dlconform_mutants.leaky_relu({a}, {negative_slope})",
                    "backward 1% too large only while compiled, and only at negative_slope=0.0625",
+                   # (inductor's id would catch it too; its chunk's cold compile costs ~30 s here)
                    ("suites/execution/test_compiled_backward.py::"
-                    "test_torch_compiled_backward_matches_eager_and_finite_differences[cpu-aot_eager-leaky_relu]",
-                    "suites/execution/test_compiled_backward.py::test_torch_inductor_backward_matches_eager[cpu-leaky_relu]")),
+                    "test_torch_compiled_backward_matches_eager_and_finite_differences[cpu-aot_eager-leaky_relu]",)),
     "abs": ("tensorflow", _M + ".tf_abs({a})", "gradient 1% too large in graph mode only, and only where |x| > 16",
             ("suites/execution/test_compiled_backward.py::"
              "test_tf_function_backward_matches_eager_and_finite_differences[cpu-function-abs]",

@@ -22,9 +22,9 @@ def _other_worker(root: Path) -> SharedResults:
 
 def test_without_a_directory_each_part_is_computed_once_in_process() -> None:
     shared, calls = SharedResults(None), []
-    compute = lambda part: calls.append(part) or f"value {part}"
-    assert shared.get("fam", "0", ["0", "1"], compute) == "value 0"
-    assert shared.get("fam", "0", ["0", "1"], compute) == "value 0"
+    shared.register("fam", ["0", "1"], lambda part: calls.append(part) or f"value {part}")
+    assert shared.get("fam", "0") == "value 0"
+    assert shared.get("fam", "0") == "value 0"
     assert calls == ["0"]
 
 
@@ -39,18 +39,22 @@ def test_a_part_claimed_by_another_worker_is_read_and_the_free_ones_are_computed
     thread = threading.Thread(target=finish)
     thread.start()
     mine: list[str] = []
-    got = me.get("fam", "0", ["0", "1", "2"], lambda part: mine.append(part) or f"mine {part}")
+    me.register("fam", ["0", "1", "2"], lambda part: mine.append(part) or f"mine {part}")
+    me.register("other", ["a"], lambda part: mine.append(part) or f"mine {part}")
+    got = me.get("fam", "0")
     thread.join()
     assert got == "theirs"
-    assert mine == ["1", "2"]  # computed while waiting: the parts nobody had claimed
-    assert other.get("fam", "1", ["0", "1", "2"], lambda part: "never") == "mine 1"  # and shared back
+    assert mine == ["1", "2", "a"]  # computed while waiting: what nobody had claimed, this family first
+    other.register("fam", ["0", "1", "2"], lambda part: "never")
+    assert other.get("fam", "1") == "mine 1"  # and shared back
 
 
 def test_a_part_whose_claimant_died_is_computed_by_the_waiter(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     me = SharedResults(tmp_path)
     me._path("fam", "0", ".claim").write_text(dead.stdout.strip())
-    assert me.get("fam", "0", ["0"], lambda part: "recomputed") == "recomputed"
+    me.register("fam", ["0"], lambda part: "recomputed")
+    assert me.get("fam", "0") == "recomputed"
 
 
 def test_the_claimant_s_error_reaches_the_waiter(tmp_path: Path) -> None:
@@ -58,8 +62,9 @@ def test_the_claimant_s_error_reaches_the_waiter(tmp_path: Path) -> None:
     assert other._claim("fam", "0")
     with pytest.raises(ZeroDivisionError):
         other._compute("fam", "0", lambda part: 1 / 0)
+    me.register("fam", ["0"], lambda part: "never")
     with pytest.raises(HarnessError, match=r"fam / 0 failed in another worker: ZeroDivisionError"):
-        me.get("fam", "0", ["0"], lambda part: "never")
+        me.get("fam", "0")
 
 
 def test_the_run_directory_exists_only_under_xdist(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ suite: a compiled batch of the op library per chunk of ops) computes each part o
 The first worker that needs a part claims it (a claim file created exclusively, holding its
 pid), computes it and publishes it (pickled to a temporary name, then renamed, so no reader
 sees half a file). A worker that needs a part another worker is computing first computes the
-unclaimed parts of the same family (work some test will need anyway), then waits for it. A
+unclaimed parts of every family registered with it (work some test will need anyway: the
+same family's first, then the others'), then waits for it. A
 part whose claimant died (its pid is gone) is computed by the waiter. Without a directory
 (no xdist) every part is computed in this process, once.
 
@@ -36,21 +37,29 @@ class SharedResults:
         self.root = root
         self.timeout_s = timeout_s
         self._local: dict[tuple[str, str], Any] = {}
+        self._families: dict[str, tuple[tuple[str, ...], Callable[[str], Any]]] = {}
         self.computed: list[tuple[str, str]] = []  # the parts this process computed, in order
 
-    def get(self, family: str, part: str, parts: Sequence[str], compute: Callable[[str], Any]) -> Any:
-        """``compute(part)``, computed once per run; ``parts`` are the family's parts, which a
-        waiting worker computes while another one computes ``part``."""
+    def register(self, family: str, parts: Sequence[str], compute: Callable[[str], Any]) -> None:
+        """``family``'s parts and how to compute one (``compute(part)``); the first registration wins."""
+        self._families.setdefault(family, (tuple(parts), compute))
+
+    def get(self, family: str, part: str) -> Any:
+        """The registered family's ``part``, computed once per run."""
         key = (family, part)
         if key in self._local:
             return self._local[key]
+        compute = self._families[family][1]
         if self.root is None:
             return self._compute(family, part, compute)
         if self._claim(family, part):
             return self._compute(family, part, compute)
-        for other in parts:
-            if (family, other) not in self._local and other != part and self._claim(family, other):
-                self._compute(family, other, compute)
+        # Someone computes it: meanwhile compute what nobody has claimed, this family first.
+        for fam in sorted(self._families, key=lambda f: f != family):
+            parts, fn = self._families[fam]
+            for other in parts:
+                if (fam, other) not in self._local and (fam, other) != key and self._claim(fam, other):
+                    self._compute(fam, other, fn)
         return self._wait(family, part, compute)
 
     # ------------------------------------------------------------------ files
