@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..frameworks import HarnessError
+from .processes import is_alive
 
 #: How often a waiting worker looks for the result (seconds).
 POLL_S = 0.2
@@ -102,15 +103,7 @@ class SharedResults:
             pid = int(self._path(family, part, ".claim").read_text() or "0")
         except (OSError, ValueError):
             return True  # being written: the claimant is there
-        if pid == os.getpid():
-            return True
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid in (0, os.getpid()) or is_alive(pid)  # 0: created, its pid not written yet
 
     def _wait(self, family: str, part: str, compute: Callable[[str], Any]) -> Any:
         final = self._path(family, part, ".pickle")
