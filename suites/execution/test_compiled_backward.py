@@ -11,7 +11,8 @@ program on inputs of their own regime (same shapes, so nothing recompiles; the c
 backend shows the compiled graph ran), so a mode costs one compile per chunk and example.
 Each op gets its own test id, which reports that op's outcome from the batch that covered it
 (:func:`_outcome`; :data:`CHUNKS`, runs of consecutive ops balanced by class count, each
-compiled once per run and shared by the xdist workers). Each test records the
+compiled once per run and shared by the xdist workers; a run that selects some ops compiles
+those only). Each test records the
 samples it checked in the coverage ledger (modes ``compiled/<mode>``, per dtype), and the
 checks of its own op (each op's checks are recorded apart while the batch is judged).
 
@@ -450,14 +451,15 @@ def _selected(items: Sequence[Any]) -> set[tuple[str, str]]:
 
 
 def _register(batches: Batches, framework: str, device: str, build: Callable[..., Any]) -> None:
-    """Every family of ``framework`` (a mode's chunks with a selected test; inductor's apart
-    classes), so that a worker waiting for one part computes any other the run needs."""
+    """Every family of ``framework`` (a mode's chunks with a selected test, each compiling its
+    selected ops only; inductor's apart classes), so that a worker waiting for one part
+    computes any other the run needs."""
     shared, selected = batches.shared, batches.selected
     for mode in (*TORCH_MODES, "inductor") if framework == "torch" else TF_MODES:
         dtypes = ("float32",) if mode == "inductor" else DTYPES
-        chunks = CHUNKS[mode]
+        chunks = [tuple(op for op in chunk if (mode, op) in selected) for chunk in CHUNKS[mode]]
         select = (lambda o, s: _apart(o, s) is None) if mode == "inductor" else (lambda o, s: True)
-        parts = [str(i) for i, chunk in enumerate(chunks) if any((mode, op) in selected for op in chunk)]
+        parts = [str(i) for i, chunk in enumerate(chunks) if chunk]
         shared.register(f"{framework}-{mode}-{device}", parts,
                         lambda part, mode=mode, dtypes=dtypes, chunks=chunks, select=select: _compute(
                             framework, mode, device, dtypes, build, 1, chunks[int(part)], select))
