@@ -110,8 +110,9 @@ def covers(*modes: str) -> None:
 
 
 @contextlib.contextmanager
-def recording(declared: Collection[str] | None = None) -> Iterator[Recorder]:
-    recorder = Recorder(declared=declared)
+def recording(declared: Collection[str] | None = None, into: Recorder | None = None) -> Iterator[Recorder]:
+    """Record into a new recorder (or into ``into``, which keeps what it has) while the block runs."""
+    recorder = Recorder(declared=declared) if into is None else into
     token = _current.set(recorder)
     try:
         yield recorder

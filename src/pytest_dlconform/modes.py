@@ -115,9 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "evidence.covers(mode) after checking it):\n" + "".join(f"  {b}\n" for b in bad))
         return 1
     if args.check and cov and cov["unvisited"]:
-        keys = ("framework", "mode", "op", "params", "regime", "dtype", "layout")
-        shown = "".join(f"  {', '.join(str(row.get(k)) for k in keys)}\n" for row in cov["unvisited"][:10])
+        from .coverage import KEYS
+
+        shown = "".join(f"  {', '.join(str(row.get(k)) for k in KEYS)}\n" for row in cov["unvisited"][:10])
         sys.stderr.write(f"dlconform modes: {len(cov['unvisited'])} registered op-suite combinations no test visited "
-                         f"(framework, mode, op, params, regime, dtype, layout), e.g.:\n{shown}")
+                         f"({', '.join(KEYS)}), e.g.:\n{shown}")
         return 1
     return 0

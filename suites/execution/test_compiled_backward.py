@@ -66,6 +66,7 @@ from pytest_dlconform.api import (
 )
 from pytest_dlconform.api.harness import SharedResults, run_directory
 from pytest_dlconform.api.programs import (
+    COMPILED_MODES,
     TORCH_FLOAT64_GRADIENT,
     ProgramCase,
     Sample,
@@ -84,7 +85,6 @@ OPS = op_names()
 NO_FD = {"torch": set(OPS) - set(op_names(without=[TORCH_FLOAT64_GRADIENT])), "tensorflow": set()}
 TORCH_MODES = ("aot_eager", "torchscript")
 TF_MODES = ("function", "xla")
-DTYPES = ("float64", "float32")
 U32 = 2.0**-24
 #: An op's samples as one draw: (sample, case) per registered sample, per op.
 Draws = dict[str, list[tuple[Sample, ProgramCase]]]
@@ -94,6 +94,15 @@ Key = tuple[str, str, str]  # parameter class label, regime, dtype
 
 def _key(sample: Sample, dtype: str) -> Key:
     return (sample.params.label, sample.regime, dtype)
+
+
+def _framework(mode: str) -> str:
+    return "tensorflow" if mode in TF_MODES else "torch"
+
+
+def _dtypes(mode: str) -> tuple[str, ...]:
+    """The dtypes a mode checks, as the coverage registry lists them (inductor: float32)."""
+    return COMPILED_MODES[_framework(mode)][f"compiled/{mode}"]
 
 
 @dataclass
@@ -109,7 +118,7 @@ class Outcome:
     visits: dict[str, Counter[Key]] = field(default_factory=dict)
     inconclusive: dict[str, Counter[Key]] = field(default_factory=dict)
     fd_checks: Counter[str] = field(default_factory=Counter)
-    checks: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    checks: dict[str, evidence.Recorder] = field(default_factory=dict)
     examples: int = 0
     compile_s: float = 0.0
 
@@ -325,24 +334,13 @@ def _check_example(fw: Any, mode: str, device: str, draws: Draws, dtype: str, se
                 continue
             lo, hi = batch.slices[k]
             outcome.count(outcome.visits, name, sample, dtype)
-            with evidence.recording() as rec:
+            with evidence.recording(into=outcome.checks.setdefault(name, evidence.Recorder())):
                 try:
                     _check_op(fw, mode, device, sample, case, inputs[k], ws[k], dtype, seed, outs[k],
                               flat_grads[lo:hi], outcome, name)
                 except AssertionError as exc:
                     outcome.fail(name, f"{exc}\nReproduce: {case!r} ({dtype}, class {sample.params.label}, regime "
                                        f"{sample.regime}, cotangent seed {seed})")
-            _keep_checks(outcome.checks.setdefault(name, {}), rec.checks)
-
-
-def _keep_checks(kept: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> None:
-    """The worst margin and the count per check name, as the op's own test would record them."""
-    for what, entry in new.items():
-        old = kept.get(what)
-        if old is None or not entry["margin"] <= old["margin"]:
-            kept[what] = {**entry, "count": entry["count"] + (old["count"] if old else 0)}
-        else:
-            old["count"] += entry["count"]
 
 
 def _check_op(fw: Any, mode: str, device: str, sample: Sample, case: ProgramCase, xs: list[np.ndarray], w: np.ndarray,
@@ -432,6 +430,7 @@ class Batches:
 
     shared: SharedResults
     selected: set[tuple[str, str]]
+    registered: set[str] = field(default_factory=set)  # frameworks whose families are registered
 
 
 def _selected(items: Sequence[Any]) -> set[tuple[str, str]]:
@@ -454,9 +453,12 @@ def _register(batches: Batches, framework: str, device: str, build: Callable[...
     """Every family of ``framework`` (a mode's chunks with a selected test, each compiling its
     selected ops only; inductor's apart classes), so that a worker waiting for one part
     computes any other the run needs."""
+    if framework in batches.registered:
+        return
+    batches.registered.add(framework)
     shared, selected = batches.shared, batches.selected
     for mode in (*TORCH_MODES, "inductor") if framework == "torch" else TF_MODES:
-        dtypes = ("float32",) if mode == "inductor" else DTYPES
+        dtypes = _dtypes(mode)
         chunks = [tuple(op for op in chunk if (mode, op) in selected) for chunk in CHUNKS[mode]]
         select = (lambda o, s: _apart(o, s) is None) if mode == "inductor" else (lambda o, s: True)
         parts = [str(i) for i, chunk in enumerate(chunks) if chunk]
@@ -465,7 +467,7 @@ def _register(batches: Batches, framework: str, device: str, build: Callable[...
                             framework, mode, device, dtypes, build, 1, chunks[int(part)], select))
     if framework == "torch":
         shared.register(f"torch-inductor-apart-{device}", sorted(k for k in INDUCTOR_APART if ("apart", k) in selected),
-                        lambda key: _compute("torch", "inductor", device, ("float32",), build, 1,
+                        lambda key: _compute("torch", "inductor", device, _dtypes("inductor"), build, 1,
                                              (INDUCTOR_APART[key][0],), lambda o, s: _apart(o, s) == key))
 
 
@@ -489,11 +491,11 @@ MODE_NAMES = {"aot_eager": "backend=aot_eager", "inductor": "backend=inductor", 
               "function": "jit_compile=None", "xla": "jit_compile=True"}
 
 
-def _report(outcome: Outcome, op: str, mode: str, dtypes: Sequence[str] = DTYPES) -> None:
+def _report(outcome: Outcome, op: str, mode: str) -> None:
     """The op's test: its coverage rows, its checks, then its verdict (failures first; not
     applicable when XLA compiled none of its samples; a harness error when finite
     differences could judge fewer than half of its float64 samples)."""
-    framework = "tensorflow" if mode in TF_MODES else "torch"
+    framework, dtypes = _framework(mode), _dtypes(mode)
     visits, skipped = outcome.visits.get(op, Counter()), outcome.skipped.get(op, Counter())
     noisy = outcome.inconclusive.get(op, Counter())
     keys = [(s, d, _key(s, d)) for s in samples(op) for d in dtypes]
@@ -502,7 +504,8 @@ def _report(outcome: Outcome, op: str, mode: str, dtypes: Sequence[str] = DTYPES
     inconclusive, checks = sum(noisy.values()), outcome.fd_checks[op]
     evidence.note(examples=outcome.examples, batch_compile_s=round(outcome.compile_s, 2), coverage=rows,
                   fd_checks=checks, fd_inconclusive=inconclusive, samples_checked=sum(visits.values()))
-    for what, entry in outcome.checks.get(op, {}).items():
+    kept = outcome.checks.get(op)
+    for what, entry in (kept.checks if kept else {}).items():
         evidence.check(what, observed=entry["observed"], tolerance=entry["tolerance"])
     if op in outcome.failures:
         found = outcome.failures[op]
@@ -545,7 +548,7 @@ def test_torch_compiled_backward_matches_eager_and_finite_differences(torch, dl_
 @pytest.mark.parametrize("op", OPS)
 def test_torch_inductor_backward_matches_eager(torch, dl_device, shared, op):
     # float32, where inductor generates its own kernels.
-    _report(_outcome(shared, "torch", "inductor", dl_device, _torch_build(torch), op), op, "inductor", ("float32",))
+    _report(_outcome(shared, "torch", "inductor", dl_device, _torch_build(torch), op), op, "inductor")
 
 
 @pytest.mark.claim("execution.compile.backward")
@@ -554,7 +557,7 @@ def test_torch_inductor_backward_of_a_class_compiled_apart(torch, dl_device, sha
     # The classes of INDUCTOR_APART, each in a batch of its own (float32, as above).
     _register(shared, "torch", dl_device, _torch_build(torch))
     outcome = shared.shared.get(f"torch-inductor-apart-{dl_device}", apart)
-    _report(outcome, INDUCTOR_APART[apart][0], "inductor", ("float32",))
+    _report(outcome, INDUCTOR_APART[apart][0], "inductor")
 
 
 @pytest.mark.claim("execution.function.backward")

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..checks.numerics import SMALLEST_NORMAL, UNIT_ROUNDOFF
 from .core import Array, OpSpec, Params, _amax
+from .derivatives import _sig
 from .ops import OPS
 from .ops.normalization import CANCELLATION as PART_B_CANCELLATION
 
@@ -304,11 +305,10 @@ def _cancellation(name: str, xs: Sequence[Array], p: Params, gradient: bool = Fa
         # XLA's float64 t at x = 16.5 is 1.5 ulp from eager's; times x the gradients then
         # differ by 1.1e-14 where 2.6e-15 was allowed (compiled backward, regime "large").
         t = np.tanh(np.logaddexp(0.0, x))
-        return float(np.max(2.0 * ULPS * np.abs(t) * np.abs(x) * 0.5 * (1.0 + np.tanh(0.5 * x))))
+        return float(np.max(2.0 * ULPS * np.abs(t) * np.abs(x) * _sig(x)))
     if name == "silu":
         # XLA float64 at x in [16, 64]: 1.8e-15 from eager where 1.5e-15 was allowed (regime "large").
-        sig = 0.5 * (1.0 + np.tanh(0.5 * x))
-        return float(np.max(ULPS * np.abs(x) * sig**2))
+        return float(np.max(ULPS * np.abs(x) * _sig(x) ** 2))
     return 0.0
 
 

@@ -279,15 +279,20 @@ def _case(program: Program, regime: str, seed: int) -> ProgramCase:
     return ProgramCase(program, make_inputs(program, recipe), recipe)
 
 
+def _finite_reference(case: ProgramCase) -> bool:
+    """Whether the float64 reference of ``case`` is finite everywhere."""
+    with np.errstate(all="ignore"):
+        return bool(np.all(np.isfinite(case.program.numpy(case.inputs))))
+
+
 @st.composite
 def regime_cases(draw: Draw, program: Program, regime: str) -> ProgramCase:
     """Inputs of ``regime`` for a given ``program`` (its shapes and parameters kept), drawn
     again while the float64 reference is not finite."""
     for _ in range(50):
         case = _case(program, regime, draw(st.integers(0, 2**32 - 1)))
-        with np.errstate(all="ignore"):
-            if np.all(np.isfinite(program.numpy(case.inputs))):
-                return case
+        if _finite_reference(case):
+            return case
     raise ValueError(f"no finite inputs of regime {regime!r} for {program!r} in 50 draws")
 
 
@@ -328,7 +333,6 @@ def sample_cases(draw: Draw, sample: Sample, max_side: int = 4) -> ProgramCase:
         if not np.prod(program.output_shape, dtype=int):
             continue  # an empty result checks nothing
         case = _case(program, sample.regime, draw(st.integers(0, 2**32 - 1)))
-        with np.errstate(all="ignore"):
-            if np.all(np.isfinite(program.numpy(case.inputs))):
-                return case
+        if _finite_reference(case):
+            return case
     raise ValueError(f"no valid case for {sample} in 50 draws: the sample table and the op's plan disagree")
