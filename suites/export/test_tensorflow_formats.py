@@ -177,6 +177,13 @@ def test_keras_file_keeps_outputs_weights_optimizer_and_training(tf, tmp_path, d
         if rng:  # not saved in .keras: a loaded Dropout restarts its stream at its seed
             back = rt.keras_rng_state(loaded.model)
             evidence.note(dropout_rng_state_restored=all(np.array_equal(back[k], v) for k, v in rng.items()))
+            # The claim's sentence, checked: a loaded Dropout's state is a newly built one's, at its
+            # seed (build_keras seeds Dropout layers and names them dropout_<i>; the LSTM/GRU
+            # generators are unseeded, so a new build draws other seeds for them).
+            fresh = rt.keras_rng_state(rt.build_keras(spec, keras))
+            dropout = lambda state: {k: v for k, v in state.items() if k.startswith("dropout_")}
+            rt.assert_same_state(dropout(back), dropout(fresh),
+                                 what=f".keras of {spec.describe()}: loaded Dropout seed state vs a new layer's at its seed")
         if not spec.has_dropout:
             what = f".keras of {spec.describe()}"
             rt.assert_same_outputs({"y": np.asarray(loaded.model(xs, training=True))},
