@@ -184,8 +184,12 @@ def test_the_environment_puts_the_site_folder_first_and_drops_a_stale_mutant(tmp
 
 def test_runner_kills_the_caught_mutant_keeps_the_harmless_one_and_flags_the_broken_one(mutant_dir, tmp_path):
     out = tmp_path / "out"
-    code = runner.main(["--mutant", "test-caught", "test-harmless", "test-broken", "--out", str(out), "-n", "0"])
+    # Two runs at a time (-j 2, as CI runs the sample): the table and mutate.json keep the order given.
+    code = runner.main(["--mutant", "test-caught", "test-harmless", "test-broken", "--out", str(out), "-n", "0",
+                        "-j", "2"])
     doc = json.loads((out / "mutate.json").read_text())
+    assert [m["mutant"] for m in doc["mutants"]] == ["test-caught", "test-harmless", "test-broken"], doc["mutants"]
+    assert doc["jobs"] == 2
     got = {m["mutant"]: (m["verdict"], m["detail"]) for m in doc["mutants"]}
     assert got["test-caught"][0] == "killed" and "1 violated" in got["test-caught"][1], got
     assert got["test-harmless"][0] == "survived", got
@@ -298,6 +302,7 @@ def test_the_stop_gradient_suite_fails_on_its_wrong_twins(tmp_path, name, framew
     (["--area", "data", "--sample", "999"], "--sample 999: give a count from 1 to"),
     (["--fail-under", "150"], "--fail-under 150.0: give a percentage from 0 to 100"),
     (["--baseline-timeout", "0"], "--baseline-timeout 0.0: give a positive number of seconds"),
+    (["--jobs", "0"], "--jobs 0: give a positive number of mutant runs at a time"),
 ])
 def test_bad_input_is_one_line_with_the_fix_and_exit_2(argv, message):
     done = subprocess.run([sys.executable, "-m", "pytest_dlconform.cli", "mutate", *argv], capture_output=True,

@@ -134,6 +134,16 @@ def classify(out: Outcome, doc: dict[str, Any] | None, *, mutant_log: Path | Non
         out.detail = f"all {counts['holds']} test(s) held" + (" (the clean run)" if mutant_log is None else "")
 
 
+#: The runs in progress (``--jobs`` runs them from threads): a stop of the runner stops them all.
+_RUNNING: set[subprocess.Popen[Any]] = set()
+
+
+def _stop_all(*_: Any) -> None:
+    for proc in list(_RUNNING):
+        soak._stop(proc)
+    sys.exit(143)
+
+
 def execute(out: Outcome, env: dict[str, str], timeout: float | None, mutant_log: Path | None, target: str) -> Outcome:
     out.load_before = soak._load()
     start = time.monotonic()
@@ -141,6 +151,7 @@ def execute(out: Outcome, env: dict[str, str], timeout: float | None, mutant_log
         log.write(f"$ DLCONFORM_MUTANT={out.mutant} " + shlex.join(out.command) + "\n")
         log.flush()
         proc = subprocess.Popen(out.command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        _RUNNING.add(proc)
         try:
             out.exit_code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -148,6 +159,7 @@ def execute(out: Outcome, env: dict[str, str], timeout: float | None, mutant_log
         finally:  # the runner itself stopped: take the run down with it
             if proc.poll() is None:
                 soak._stop(proc)
+            _RUNNING.discard(proc)
     out.wall_s = round(time.monotonic() - start, 1)
     out.load_after = soak._load()
     try:
@@ -168,6 +180,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=None, metavar="N", help="a random sample of N of the selected mutants")
     p.add_argument("--seed", default="0", metavar="S", help="the sample's seed (any string, e.g. the date or a commit)")
     p.add_argument("-n", "--workers", default="2", help="pytest-xdist workers per run (default 2; 0 for none)")
+    p.add_argument("-j", "--jobs", type=int, default=1, metavar="J",
+                   help="mutant runs at a time (default 1; -n 0 -j 2 keeps 2 cores busy with half the imports)")
     p.add_argument("--profile", default="ci", choices=("quick", "ci", "thorough", "explore"), help="default ci")
     p.add_argument("--out", default="mutate-out", help="folder for reports, logs and mutate.json (default ./mutate-out)")
     p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="wall-clock limit per run (600)")
@@ -205,6 +219,8 @@ def select(args: argparse.Namespace, library: dict[str, Mutant]) -> tuple[list[M
             return [], f"{flag} {value}: give a positive number of seconds"
     if not 0 <= args.fail_under <= 100:
         return [], f"--fail-under {args.fail_under}: give a percentage from 0 to 100"
+    if args.jobs < 1:
+        return [], f"--jobs {args.jobs}: give a positive number of mutant runs at a time (1 runs them one by one)"
     missing = [m for m in chosen if m.model and not _example_folder(m.model)]
     if missing:
         return [], (f"--mutant {missing[0].name}: its example model {missing[0].model} is not importable; "
@@ -258,7 +274,7 @@ def _list(chosen: Sequence[Mutant]) -> int:
 
 
 def _write(path: Path, outcomes: Sequence[Outcome], baseline: Outcome | None, args: argparse.Namespace) -> None:
-    doc = {"profile": args.profile, "workers": args.workers, "seed": args.seed, "sample": args.sample,
+    doc = {"profile": args.profile, "workers": args.workers, "jobs": args.jobs, "seed": args.seed, "sample": args.sample,
            "baseline": asdict(baseline) if baseline else None, "score": score(outcomes),
            "mutants": [asdict(o) for o in outcomes]}
     tmp = path.with_suffix(".tmp")
@@ -286,6 +302,36 @@ def _run_one(m: Mutant | None, claims: str, sel: str, out_dir: Path, folder: Pat
     return execute(out, env, args.timeout if m else args.baseline_timeout, mutant_log, m.target if m else "")
 
 
+def _run_mutants(chosen: Sequence[Mutant], out_dir: Path, folder: Path, args: argparse.Namespace, divergences: str,
+                 baseline: Outcome | None) -> list[Outcome]:
+    """Every chosen mutant's run, ``args.jobs`` at a time (each its own fresh pytest run with
+    its own report and logs), each printed when it starts and ends and written to mutate.json
+    as it ends; the outcomes come back in the order of ``chosen``."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    done: dict[int, Outcome] = {}
+    lock = threading.Lock()
+
+    def one(i: int, m: Mutant) -> None:
+        with lock:
+            print(f"mutate: [{i + 1}/{len(chosen)}] {m.name} on {','.join(m.claims)}", flush=True)
+        o = _run_one(m, ",".join(m.claims), m.select, out_dir, folder, args, divergences, [m.model] if m.model else [])
+        with lock:
+            done[i] = o
+            tail = f" ({m.name})" if args.jobs > 1 else ""
+            print(f"mutate:   {o.verdict} in {o.wall_s:.0f} s{tail}: {o.detail[:300]}", flush=True)
+            _write(out_dir / "mutate.json", [done[k] for k in sorted(done)], baseline, args)
+
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
+    try:
+        for future in [pool.submit(one, i, m) for i, m in enumerate(chosen)]:
+            future.result()
+    finally:  # a stop (SIGTERM, ^C) starts no further run; the running ones are stopped by _stop_all
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [done[i] for i in range(len(chosen))]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     chosen, problem = select(args, registry())
@@ -296,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _list(chosen)
     import signal
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a CI cancel stops the running suite too
+    signal.signal(signal.SIGTERM, _stop_all)  # a CI cancel stops the running suites too
     out_dir = Path(args.out).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     folder = site.prepare(out_dir / "site")
@@ -311,14 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.baseline_only and baseline is not None:
         _write(out_dir / "mutate.json", [], baseline, args)
         return 0 if baseline.verdict == SURVIVED else 1
-    outcomes: list[Outcome] = []
-    for i, m in enumerate(chosen):
-        print(f"mutate: [{i + 1}/{len(chosen)}] {m.name} on {','.join(m.claims)}", flush=True)
-        outcomes.append(_run_one(m, ",".join(m.claims), m.select, out_dir, folder, args, divergences,
-                                 [m.model] if m.model else []))
-        o = outcomes[-1]
-        print(f"mutate:   {o.verdict} in {o.wall_s:.0f} s: {o.detail[:300]}", flush=True)
-        _write(out_dir / "mutate.json", outcomes, baseline, args)
+    outcomes = _run_mutants(chosen, out_dir, folder, args, divergences, baseline)
     print(table(outcomes))
     print(f"mutate: summary in {out_dir / 'mutate.json'}")
     s = score(outcomes)
