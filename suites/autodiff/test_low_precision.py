@@ -1,8 +1,11 @@
 """float32, float16 and bfloat16: forward values and reverse-mode gradients of every op of the
 library against float64, in both frameworks, one test id per op, dtype and framework.
 
-Each example is a one-op program (``programs(max_ops=1, ops=[op])``; a second input, if any,
-reaches the output through linear connectors). The inputs and the cotangent are first
+Each example checks every registered sample of the op (``programs.samples``: each parameter
+class at its default and non-default values, each input regime), each a one-op program
+(``class_cases``: a class's first sample draws the shapes and free parameters, its other
+samples reuse them on inputs of their own regime), and records them in the coverage ledger
+(mode ``low-precision``, per dtype). The inputs and the cotangent are first
 rounded to the dtype, and the float64 references run at those rounded values, so input
 rounding is no part of the comparison and the bounds are the dtype's own computation:
 
@@ -19,11 +22,13 @@ range of float32) take the library's inputs as they are.
 
 Where a framework refuses an op in a dtype, that is "not applicable" only where its
 documentation says the dtype is unsupported (:data:`DOCUMENTED_UNSUPPORTED`, quoted with
-the framework's own error); any other refusal is a violation.
+the framework's own error), sample by sample (ledger rows with ``not_applicable``); any
+other refusal is a violation.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -31,29 +36,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import budget, evidence, not_applicable
+from pytest_dlconform.api import HarnessError, ToleranceExceeded, budget, evidence, not_applicable
 from pytest_dlconform.api.programs import (
     INPUT_MAX,
+    LOW_PRECISION_DTYPES,
+    LOW_PRECISION_MODE,
     NORM_OPS,
     TORCH_FLOAT64_GRADIENT,
     ProgramCase,
+    Sample,
+    class_cases,
+    coverage_key,
     gradient_error_bound,
     low_precision_error_bound,
     min_variance,
     op_names,
-    program_cases,
 )
 from pytest_dlconform.api.tracing import assert_within
 
-LOW = ("float32", "float16", "bfloat16")
+LOW = LOW_PRECISION_DTYPES
 RANGE = {"float32": INPUT_MAX, "bfloat16": INPUT_MAX, "float16": 8.0}
 U32 = 2.0**-24
 OPS = op_names()
 TORCH_F64_LIMITED = set(OPS) - set(op_names(without=[TORCH_FLOAT64_GRADIENT]))
-# The generator falls back to tanh where the drawn shapes do not suit the op: such draws
-# are not examples of the op (a restriction of the domain, not a discarded check).
-CASES = {name: program_cases(max_ops=1, n_inputs=(1, 2), max_side=4, ops=[name]).filter(
-    lambda c, name=name: any(o.name == name for o in c.program.ops)) for name in OPS}
 
 _TORCH_LINALG = "Supports input of float, double, cfloat and cdouble dtypes"
 _TF_LINALG = "input: Must be one of the following types: half, float32, float64, complex64, complex128"
@@ -84,6 +89,11 @@ class Refused(Exception):
     the values (reported once after the examples, so hypothesis does not shrink it)."""
 
 
+class Unsupported(Exception):
+    """The framework refused a dtype its documentation excludes for the op: that sample is
+    "not applicable" (the reason quotes the documentation and the framework's error)."""
+
+
 def _run(fw: Any, fn: Any, xs: list[np.ndarray], w: np.ndarray, dtype: str, device: str, op: str) -> tuple[Any, Any]:
     try:
         return fw.call(fn, xs, dtype, device), fw.vjp(fn, xs, w, dtype, device)
@@ -91,7 +101,7 @@ def _run(fw: Any, fn: Any, xs: list[np.ndarray], w: np.ndarray, dtype: str, devi
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         dtypes, doc = DOCUMENTED_UNSUPPORTED.get((fw.name, op), ((), ""))
         if dtype in dtypes:
-            not_applicable(f"{op} in {dtype} on {device}: {doc}; {fw.name} says: {type(exc).__name__}: {first}")
+            raise Unsupported(f"{op} in {dtype} on {device}: {doc}; {fw.name} says: {type(exc).__name__}: {first}") from exc
         raise Refused(f"{fw.name} refused {op} in {dtype} on {device}, a dtype its documentation accepts: "
                       f"{type(exc).__name__}: {first}") from exc
 
@@ -112,7 +122,8 @@ def _float16_range(case: ProgramCase, xs: list[np.ndarray]) -> bool:
 
 
 def check_low_precision(fw: Any, case: ProgramCase, dtype: str, device: str, seed: int, op: str) -> None:
-    """Forward value and gradient of ``case`` in ``dtype`` against float64 (module docstring)."""
+    """Forward value and gradient of ``case`` in ``dtype`` against float64 (module docstring);
+    raises Refused or Unsupported when the framework refuses the dtype."""
     __tracebackhide__ = True
     limit = RANGE[dtype]
     xs = [rounded(fw, np.clip(x, -limit, limit), dtype, device) for x in case.inputs]
@@ -141,17 +152,48 @@ def check_low_precision(fw: Any, case: ProgramCase, dtype: str, device: str, see
 @pytest.mark.parametrize("dtype", LOW)
 @pytest.mark.parametrize("op", OPS)
 def test_low_precision_forward_and_gradient_match_float64(dl_framework, dl_device, op, dtype):
+    """Every registered sample of ``op`` (each parameter class, each input regime:
+    ``class_cases``) in ``dtype`` per example; hypothesis draws the shapes, free parameters
+    and values. The coverage rows (mode ``low-precision``) say which samples were checked and
+    which are not applicable; failures are reported after the examples with the case to
+    reproduce (no shrinking of a batch of samples)."""
+    fw = dl_framework
+    failures: list[str] = []
     refused: list[Refused] = []
+    unsupported: list[str] = []
+    visits: Counter[Sample] = Counter()
+    skipped: Counter[Sample] = Counter()
 
-    @budget(2)
+    @budget(1)
     @given(data=st.data(), seed=st.integers(0, 2**16))
     def prop(data: Any, seed: int) -> None:
-        case = data.draw(CASES[op], label="case")
-        try:
-            check_low_precision(dl_framework, case, dtype, dl_device, seed, op)
-        except Refused as exc:
-            refused.append(exc)
+        for sample, case in data.draw(class_cases(op), label="samples"):
+            where = f"class {sample.params.label}, regime {sample.regime}, cotangent seed {seed}"
+            try:
+                check_low_precision(fw, case, dtype, dl_device, seed, op)
+            except Unsupported as exc:
+                skipped[sample] += 1
+                unsupported.append(str(exc))
+                continue
+            except Refused as exc:
+                refused.append(exc)
+            except AssertionError as exc:
+                failures.append(f"{exc}\nReproduce: {case!r} ({dtype}, {where})")
+            visits[sample] += 1
 
     prop()
+    rows = [{**coverage_key(fw.name, LOW_PRECISION_MODE, s, dtype=dtype), "count": visits[s],
+             **({"not_applicable": skipped[s]} if skipped[s] else {})} for s in dict.fromkeys([*visits, *skipped])]
+    evidence.note(coverage=rows, samples_checked=sum(visits.values()), samples_not_applicable=sum(skipped.values()))
+    if failures:
+        __tracebackhide__ = True
+        more = f"\n\n... and {len(failures) - 3} more failures" if len(failures) > 3 else ""
+        raise ToleranceExceeded("\n\n".join(failures[:3]) + more)
     if refused:
         pytest.fail(str(refused[0]), pytrace=False)
+    if unsupported and not visits:
+        not_applicable(unsupported[0])
+    if unsupported:
+        evidence.note(not_applicable_samples=unsupported[0])
+    if not visits:
+        raise HarnessError(f"no sample of {op} was checked in {dtype}")

@@ -14,7 +14,9 @@ wrong in one place only:
 * TensorFlow ``abs``: a tf.custom_gradient 1% too large in graph mode only and only where
   |x| > 16 (the "large" input regime, and large entries of "mixed");
 * TensorFlow ``sigmoid``: a tf.custom_gradient 10% too large in float16 only;
-* torch ``atan``: an autograd.Function 25% too large in bfloat16 only.
+* torch ``atan``: an autograd.Function 25% too large in bfloat16 only;
+* torch ``cube``: raises NotImplementedError in float16 (torch.pow documents no dtype
+  restriction), which the suite must fail as a refusal, not skip as "not applicable".
 
 test_low_precision_compiled_mutants.py runs the ci profile with them and asserts that each
 is caught by its op's test, with the message.
@@ -27,7 +29,7 @@ from typing import Any
 
 from pytest_dlconform.programs import OPS
 
-__all__ = ["MUTANTS", "OPS", "UNAFFECTED"]
+__all__ = ["MUTANTS", "NOT_APPLICABLE", "OPS", "UNAFFECTED"]
 
 _M = "__import__('lp_mutants')"
 
@@ -57,6 +59,9 @@ MUTANTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "atan": ("torch", _M + ".atan({a})", "gradient 25% too large in bfloat16 only",
              ("suites/autodiff/test_low_precision.py::"
               "test_low_precision_forward_and_gradient_match_float64[torch-cpu-atan-bfloat16]",)),
+    "cube": ("torch", _M + ".cube({a})", "raises in float16, a dtype its documentation accepts",
+             ("suites/autodiff/test_low_precision.py::"
+              "test_low_precision_forward_and_gradient_match_float64[torch-cpu-cube-float16]",)),
 }
 
 #: Ids that must still pass with the mutants loaded (the wrong place is one mode or dtype).
@@ -68,6 +73,11 @@ UNAFFECTED: tuple[str, ...] = (
     "suites/autodiff/test_ops.py::test_tensorflow_op_reverse_mode_vs_finite_differences[cpu-abs]",
     "suites/autodiff/test_low_precision.py::test_low_precision_forward_and_gradient_match_float64[tf-cpu-sigmoid-float32]",
     "suites/autodiff/test_low_precision.py::test_low_precision_forward_and_gradient_match_float64[torch-cpu-atan-float16]",
+    "suites/autodiff/test_low_precision.py::test_low_precision_forward_and_gradient_match_float64[torch-cpu-cube-float32]",
+)
+#: Ids that must be "not applicable": the dtype is one the op's documentation excludes.
+NOT_APPLICABLE: tuple[str, ...] = (
+    "suites/autodiff/test_low_precision.py::test_low_precision_forward_and_gradient_match_float64[torch-cpu-det_dd-float16]",
 )
 
 
@@ -133,6 +143,14 @@ def atan(x: Any) -> Any:
 
         _Atan.fn = Fn.apply
     return _Atan.fn(x)
+
+
+def cube(x: Any) -> Any:
+    import torch
+
+    if x.dtype == torch.float16:
+        raise NotImplementedError('"pow_cpu" not implemented for \'Half\' (a wrong twin)')
+    return torch.pow(x, 3)
 
 
 def tf_cos(x: Any) -> Any:

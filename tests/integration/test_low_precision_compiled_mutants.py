@@ -39,7 +39,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     pytest.importorskip("tensorflow")
     caught = [i for _, _, _, ids in lp_mutants.MUTANTS.values() for i in ids]
     report = tmp_path_factory.mktemp("lp") / "report.json"
-    ids = list(dict.fromkeys(caught + list(lp_mutants.UNAFFECTED) + TORCHSCRIPT))
+    ids = list(dict.fromkeys(caught + list(lp_mutants.UNAFFECTED) + list(lp_mutants.NOT_APPLICABLE) + TORCHSCRIPT))
     return _run(ids, report), report
 
 
@@ -64,6 +64,8 @@ MESSAGES = {
     # one input regime only
     "abs": r"tensorflow (function|xla) abs \(float(64|32)\): compiled gradient of input 0 vs eager(.|\n)*regime "
            r"(large|mixed|wide)",
+    # a refusal of a dtype the documentation accepts fails (it is not "not applicable")
+    "cube": r"torch refused cube in float16 on cpu, a dtype its documentation accepts: NotImplementedError",
     # a low-precision gradient off by more than the bound
     "sigmoid": r"tensorflow sigmoid gradient of input 0 in float16 vs float64: max\|actual - expected\| = .* but should be <=",
     "atan": r"torch atan gradient of input 0 in bfloat16 vs float64: max\|actual - expected\| = .* but should be <=",
@@ -94,3 +96,42 @@ def test_a_whole_mode_visits_every_registered_combination(run: tuple[str, Path])
             for row in ledger["visited"] if row["mode"] == "compiled/torchscript" and row["count"] > 0}
     assert want and want <= seen, f"{len(want - seen)} TorchScript combinations unvisited, e.g. {sorted(want - seen)[:3]}"
     assert not [u for u in ledger["unvisited"] if u["mode"] == "compiled/torchscript"]
+
+
+def test_a_documented_unsupported_dtype_is_not_applicable_sample_by_sample(run: tuple[str, Path]) -> None:
+    """torch.linalg.det documents float and double only: float16 is "not applicable" with the
+    documentation's words, and each of its samples is in the ledger as not applicable."""
+    import json
+
+    from pytest_dlconform.programs import samples as S
+
+    out, report = run
+    assert report.exists(), out[-3000:]
+    doc = json.loads(report.read_text())
+    (node,) = lp_mutants.NOT_APPLICABLE
+    test = next(t for c in doc["claims"].values() for t in c["tests"] if t["nodeid"] == node)
+    assert test["verdict"] == "not applicable" and "Supports input of float, double" in test["reason"], test
+    rows = test["evidence"]["notes"]["coverage"]
+    assert {r["params"] + "/" + r["regime"] for r in rows} == {s.params.label + "/" + s.regime for s in S.samples("det_dd")}
+    assert all(r["count"] == 0 and r["not_applicable"] >= 1 for r in rows), rows
+
+
+def test_a_low_precision_test_visits_every_sample_of_its_op_in_its_dtype(run: tuple[str, Path]) -> None:
+    """The low-precision ids of this run, end to end: each records every registered sample of
+    its op (every parameter class and regime) for its framework and dtype in the ledger."""
+    import json
+
+    from pytest_dlconform.programs import samples as S
+
+    _, report = run
+    doc = json.loads(report.read_text())
+    ran = [t for c in doc["claims"].values() for t in c["tests"]
+           if "test_low_precision" in t["nodeid"] and t["verdict"] == "holds"]
+    assert len(ran) >= 3, [t["nodeid"] for t in ran]
+    for t in ran:
+        fw, _, op, dtype = t["nodeid"].rsplit("[", 1)[1].rstrip("]").split("-")
+        framework = {"tf": "tensorflow"}.get(fw, fw)
+        want = {(k["params"], k["regime"]) for k in S.registered()
+                if (k["framework"], k["mode"], k["op"], k["dtype"]) == (framework, S.LOW_PRECISION_MODE, op, dtype)}
+        seen = {(r["params"], r["regime"]) for r in t["evidence"]["notes"]["coverage"] if r["count"] > 0}
+        assert want and want == seen, (t["nodeid"], sorted(want - seen)[:3])

@@ -25,6 +25,8 @@ from ..programs.errors import LINEAR_OPS, gradient_error_bound, low_precision_er
 from ..programs.ops.normalization import NORM_OPS, min_variance
 from ..programs.samples import (
     COMPILED_MODES,
+    LOW_PRECISION_DTYPES,
+    LOW_PRECISION_MODE,
     MODES,
     Sample,
     class_cases,
@@ -41,6 +43,8 @@ __all__ = [
     "INPUT_MAX",
     "LAYOUTS",
     "LINEAR_OPS",
+    "LOW_PRECISION_DTYPES",
+    "LOW_PRECISION_MODE",
     "MODES",
     "NORM_OPS",
     "TF_FORWARD_MODE",

@@ -59,6 +59,11 @@ COMPILED_MODES: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
               "compiled/inductor": ("float32",)},
     "tensorflow": {"compiled/function": ("float64", "float32"), "compiled/xla": ("float64", "float32")},
 }
+#: The low-precision suite's mode (suites/autodiff/test_low_precision.py) and its dtypes: every
+#: sample of every op in each, both frameworks, against float64 (a sample a framework's
+#: documentation excludes in a dtype is visited as "not applicable").
+LOW_PRECISION_MODE: Final = "low-precision"
+LOW_PRECISION_DTYPES: Final = ("float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,8 @@ def registered() -> list[dict[str, str]]:
     out += _edges().registered()  # suites/autodiff/test_op_edges.py
     out += [coverage_key(framework, mode, s, dtype=dtype) for framework, modes in COMPILED_MODES.items()
             for mode, dtypes in modes.items() for op in OPS for s in samples(op) for dtype in dtypes]
+    out += [coverage_key(framework, LOW_PRECISION_MODE, s, dtype=dtype) for framework in ("tensorflow", "torch")
+            for op in OPS for s in samples(op) for dtype in LOW_PRECISION_DTYPES]
     return out
 
 
