@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -195,6 +197,41 @@ def test_runner_kills_the_caught_mutant_keeps_the_harmless_one_and_flags_the_bro
     assert got["test-harmless"][0] == "survived", got
     assert got["test-broken"][0] == "error" and "AttributeError" in got["test-broken"][1], got
     assert doc["score"]["killed"] == 1 and doc["score"]["total"] == 3 and code == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_runner_stops_its_runs_in_progress(mutant_dir, tmp_path, sig):
+    """^C or SIGTERM while mutants run (-j 2, from threads): the runner ends at once, its runs'
+    pytest processes (own sessions, which a terminal's ^C does not reach) are stopped too, and
+    no further run starts."""
+    out = tmp_path / "out"
+    argv = ["--mutant", "test-caught", "test-harmless", "test-broken", "--out", str(out), "-n", "0", "-j", "2"]
+    # The runner in a process of its own, with this file's mutants registered (mutant_dir's module).
+    cmd = [sys.executable, "-c", "import sys, dlconform_test_mutants; from pytest_dlconform.mutants import runner; "
+           f"sys.exit(runner.main({argv!r}))"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "test-harmless.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (out / "test-caught.log").exists() and (out / "test-harmless.log").exists(), "the two runs did not start"
+    time.sleep(1.0)  # both runs' pytest processes are up
+    proc.send_signal(sig)
+    proc.wait(timeout=60)  # not the runs' own length: they are stopped
+
+    def alive() -> list[str]:
+        found = []
+        for d in Path("/proc").iterdir():
+            try:
+                line = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(out) in line and "pytest" in line and d.name != str(proc.pid):
+                found.append(line[:200])
+        return found
+
+    assert not alive(), alive()
+    assert not (out / "test-broken.log").exists(), "a run started after the stop"
+    assert proc.returncode != 0, proc.stdout.read() if proc.stdout else ""
 
 
 def test_baseline_only_runs_the_clean_run_of_the_selected_claims_and_no_mutant(mutant_dir, tmp_path):

@@ -26,6 +26,7 @@ import random
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -134,13 +135,20 @@ def classify(out: Outcome, doc: dict[str, Any] | None, *, mutant_log: Path | Non
         out.detail = f"all {counts['holds']} test(s) held" + (" (the clean run)" if mutant_log is None else "")
 
 
-#: The runs in progress (``--jobs`` runs them from threads): a stop of the runner stops them all.
+#: The runs in progress (``--jobs`` runs them from threads): a stop of the runner stops them
+#: all, and once _STOPPING is set no run starts.
 _RUNNING: set[subprocess.Popen[Any]] = set()
+_STOPPING = threading.Event()
+
+
+def _stop_running() -> None:
+    _STOPPING.set()
+    for proc in list(_RUNNING):
+        soak._stop(proc)
 
 
 def _stop_all(*_: Any) -> None:
-    for proc in list(_RUNNING):
-        soak._stop(proc)
+    _stop_running()
     sys.exit(143)
 
 
@@ -152,6 +160,8 @@ def execute(out: Outcome, env: dict[str, str], timeout: float | None, mutant_log
         log.flush()
         proc = subprocess.Popen(out.command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         _RUNNING.add(proc)
+        if _STOPPING.is_set():  # the runner was stopped while this run was being started
+            soak._stop(proc)
         try:
             out.exit_code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -307,13 +317,15 @@ def _run_mutants(chosen: Sequence[Mutant], out_dir: Path, folder: Path, args: ar
     """Every chosen mutant's run, ``args.jobs`` at a time (each its own fresh pytest run with
     its own report and logs), each printed when it starts and ends and written to mutate.json
     as it ends; the outcomes come back in the order of ``chosen``."""
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     done: dict[int, Outcome] = {}
     lock = threading.Lock()
+    _STOPPING.clear()
 
     def one(i: int, m: Mutant) -> None:
+        if _STOPPING.is_set():
+            return
         with lock:
             print(f"mutate: [{i + 1}/{len(chosen)}] {m.name} on {','.join(m.claims)}", flush=True)
         o = _run_one(m, ",".join(m.claims), m.select, out_dir, folder, args, divergences, [m.model] if m.model else [])
@@ -327,7 +339,12 @@ def _run_mutants(chosen: Sequence[Mutant], out_dir: Path, folder: Path, args: ar
     try:
         for future in [pool.submit(one, i, m) for i, m in enumerate(chosen)]:
             future.result()
-    finally:  # a stop (SIGTERM, ^C) starts no further run; the running ones are stopped by _stop_all
+    except BaseException:  # ^C or SIGTERM (_stop_all) reaches this thread only: no new run, stop the others
+        _STOPPING.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_running()
+        raise
+    finally:  # and start no further run
         pool.shutdown(wait=True, cancel_futures=True)
     return [done[i] for i in range(len(chosen))]
 
