@@ -130,6 +130,23 @@ def test_state_dict_oracles_catch_an_altered_running_mean_and_a_dropped_counter(
     _fails_fresh(trip, rt.OutputMismatch, r"state_dict, altered later \[fresh interpreter")
 
 
+def test_a_loader_that_raises_on_a_sealed_artifact_is_a_violation_not_a_harness_error(torch, tmp_path):
+    """A state_dict saved without BatchNorm's running statistics (a saver that drops buffers)
+    makes load_state_dict(strict=True) raise: the round trip does not load, which is a
+    conformance result (LoadFailed, an AssertionError), with the framework's words."""
+    module = rt.build_torch(SPEC64, torch)
+    sd = {k: v for k, v in module.state_dict().items() if "running_" not in k}
+    art = rt.export_artifact(tmp_path / "no-buffers", "state-dict", lambda p: torch.save(sd, str(p)))
+    message = (r"step 'load state-dict' on .*: the framework's loader raised RuntimeError: "
+               r"Error\(s\) in loading state_dict(.|\n)*Missing key\(s\)(.|\n)*running_mean")
+    with pytest.raises(rt.LoadFailed, match=message) as info:
+        rt.load(art.path, "state-dict", SPEC64)
+    assert isinstance(info.value, AssertionError) and not isinstance(info.value, rt.ArtifactError)
+    from pytest_dlconform.outcomes import classify  # the verdict pytest's report gets
+
+    assert classify(info.value) == "violated"
+
+
 def test_torch_export_oracles_catch_an_altered_weight_and_a_fixed_batch(torch, tmp_path):
     module = rt.build_torch(SPEC32, torch)
     inputs = _inputs(SPEC32)

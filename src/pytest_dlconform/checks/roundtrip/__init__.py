@@ -31,6 +31,7 @@ from .artifacts import FORMATS, MAIN_FILE, SEAL, Artifact, export_artifact, open
 from .builders import build_keras, build_torch, servable_module
 from .errors import (
     ArtifactError,
+    LoadFailed,
     NotQuantised,
     OutputMismatch,
     QuantisationBoundExceeded,
@@ -92,8 +93,8 @@ from .runner import Expected, RoundTrip, check_loaded
 __all__ = [
     "ACTIVATIONS", "DYNAMIC", "FORMATS", "FRESH_MAIN", "KERAS_BN_EPS", "KERAS_LN_EPS", "MAIN_FILE", "SEAL", "SEED_STATE",
     "TORCH_BN_EPS", "TORCH_LN_EPS",
-    "Artifact", "ArtifactError", "Expected", "FreshBatch", "FreshResult", "Int8Tensor", "Layer", "Loaded", "ModelSpec",
-    "NotQuantised", "OutputMismatch", "QuantisationBoundExceeded", "QuantisedWeightsMismatch", "RoundTrip",
+    "Artifact", "ArtifactError", "Expected", "FreshBatch", "FreshResult", "Int8Tensor", "Layer", "LoadFailed", "Loaded",
+    "ModelSpec", "NotQuantised", "OutputMismatch", "QuantisationBoundExceeded", "QuantisedWeightsMismatch", "RoundTrip",
     "RoundTripMismatch", "SignatureMismatch", "StateMismatch",
     "assert_close_outputs", "assert_int8_weights", "assert_same_outputs", "assert_same_signature", "assert_same_state",
     "assert_within_bound", "build_keras", "build_torch", "check_loaded", "dynamic_range_bound", "example_inputs",

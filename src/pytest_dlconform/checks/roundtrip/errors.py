@@ -3,7 +3,8 @@ giving back something else (a conformance result).
 
 :class:`ArtifactError` is a :class:`HarnessError`: the round-trip helper could not write,
 verify or open an artifact. :class:`RoundTripMismatch` and its subclasses are
-AssertionErrors: what came back from an artifact differs from what went in.
+AssertionErrors: what came back from an artifact differs from what went in, or
+(:class:`LoadFailed`) the framework's own loader raised on an artifact the seal shows intact.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ class RoundTripMismatch(AssertionError):
 
 class OutputMismatch(RoundTripMismatch):
     pass
+
+
+class LoadFailed(RoundTripMismatch):
+    """The framework's loader raised on an artifact its own saver wrote, after the seal
+    verified every file: the documented round trip does not load (a violation, not a
+    harness error; e.g. a state_dict without its BatchNorm statistics under strict=True)."""
 
 
 class StateMismatch(RoundTripMismatch):

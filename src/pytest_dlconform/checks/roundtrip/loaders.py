@@ -15,7 +15,7 @@ import numpy as np
 
 from .artifacts import open_artifact
 from .builders import build_torch
-from .errors import ArtifactError
+from .errors import ArtifactError, LoadFailed
 from .models import ModelSpec
 
 
@@ -38,8 +38,9 @@ def load(artifact_path: str | os.PathLike[str], fmt: str, spec: ModelSpec | None
         return _LOADERS[fmt](art.main, spec, device)
     except ArtifactError:
         raise
-    except Exception as exc:
-        raise ArtifactError(f"load {fmt}", art.main, f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # the framework's loader on a verified artifact: a conformance result
+        raise LoadFailed(f"round-trip step 'load {fmt}' on {art.main}: the framework's loader raised "
+                         f"{type(exc).__name__}: {exc}") from exc
 
 
 def _np_outputs(outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
