@@ -216,7 +216,7 @@ def test_a_stopped_runner_stops_its_runs_in_progress(mutant_dir, tmp_path, sig):
     assert (out / "test-caught.log").exists() and (out / "test-harmless.log").exists(), "the two runs did not start"
     time.sleep(1.0)  # both runs' pytest processes are up
     proc.send_signal(sig)
-    proc.wait(timeout=60)  # not the runs' own length: they are stopped
+    proc.wait(timeout=180)  # a run left to finish would start the third: asserted below
 
     def alive() -> list[str]:
         found = []
