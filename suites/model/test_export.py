@@ -3,6 +3,7 @@ here and in a fresh interpreter; outputs, and named state where the format keeps
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import time
@@ -38,23 +39,51 @@ def _pin_torchscript_buffers(state, extra, label):
     return {k: v for k, v in state.items() if k not in listed}
 
 
-def _compare(outs, state, expected_outs, expected_state, tol, fmt, what, where, extra=None):
+def _compare(outs, state, expected_outs, expected_state, tol, fmt, what, where, extra=None, reference=None):
+    """The loaded artifact against the original: named state first (a weight the format lost names
+    itself), then outputs. ``reference``: a float64 forward of the original's weights, called only
+    when a bitwise comparison fails, to say which side computed a wrong answer."""
     __tracebackhide__ = True
     label = f"{what} [{where}]"
     if fmt == "torchscript" and state is not None and extra:
         state = _pin_torchscript_buffers(state, extra, label)
+    if fmt not in ops.NO_NAMED_STATE:
+        if state is None:
+            raise rt.StateMismatch(f"{label}: the loaded artifact exposes no named state")
+        rt.assert_same_state(state, expected_state, what=label)
     if fmt in ops.BITWISE_FORMATS:
-        rt.assert_same_outputs(outs, expected_outs, what=label, name=f"outputs bitwise ({where})")
+        try:
+            rt.assert_same_outputs(outs, expected_outs, what=label, name=f"outputs bitwise ({where})")
+        except rt.OutputMismatch as exc:
+            raise rt.OutputMismatch(f"{exc}; {_diagnosis(reference, expected_outs, outs, where, tol)}") from None
     else:
         if len(outs) != len(expected_outs):
             raise rt.OutputMismatch(f"{label}: {len(outs)} outputs came back, but the model has {len(expected_outs)}")
         # Formats that rename outputs (ONNX, signatures) are compared in order.
         renamed = dict(zip(expected_outs, outs.values()))
         rt.assert_close_outputs(renamed, expected_outs, tol, what=label, name=f"outputs normwise relative error ({where})")
-    if fmt not in ops.NO_NAMED_STATE:
-        if state is None:
-            raise rt.StateMismatch(f"{label}: the loaded artifact exposes no named state")
-        rt.assert_same_state(state, expected_state, what=label)
+
+
+def _diagnosis(reference, expected_outs, outs, where, tol) -> str:
+    """The failure's second half: each side against the float64 reference (ops.reference_diagnosis)."""
+    if reference is None:
+        return "no float64 reference for this model"
+    try:
+        ref = reference()
+    except Exception as exc:  # the mismatch stands; say why the reference is missing
+        return f"no float64 reference: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return ops.reference_diagnosis({"the original": expected_outs, f"the artifact ({where})": outs}, ref, tol)
+
+
+def _float64_reference(dl_model, seed, inputs, state):
+    """The model built again in float64 (the factory's dtype keyword, Keras's dtype policy) with the
+    original's weights, run on the same inputs in this process."""
+    fw = ops.adapter_for(dl_model.framework)
+    um = dl_model.build("float64", seed=seed)
+    if fw.dtype_of(um.model) != "float64":
+        raise ValueError(f"the factory built a {fw.dtype_of(um.model)} model when asked for float64")
+    fw.load_state(um.model, {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in state.items()})
+    return fw.forward(um.model, inputs, training=False)
 
 
 @pytest.mark.claim("model.export.round-trip")
@@ -81,7 +110,8 @@ def test_export_round_trip(dl_model, fmt, dl_seed, tmp_path, dl_settings):
     seed = dl_seed + 1  # a state_dict is loaded into a model with other weights
     names = ops.input_names(um.model, len(inputs)) if dl_model.framework == "tensorflow" else None
     outs, state = ops.load_and_run(fmt, str(art.main), inputs, dl_model.ref, seed, dl_model.device, names)
-    _compare(outs, state, expected_outs, expected_state, tol, fmt, what, "same process", extra)
+    reference = functools.partial(_float64_reference, dl_model, dl_seed, inputs, expected_state)
+    _compare(outs, state, expected_outs, expected_state, tol, fmt, what, "same process", extra, reference)
     folder = tmp_path / "fresh"
     folder.mkdir()
     paths = []
@@ -100,4 +130,4 @@ def test_export_round_trip(dl_model, fmt, dl_seed, tmp_path, dl_settings):
     with np.load(folder / "state.npz") as z:
         fresh_state = {rt.unkey(k): z[k] for k in z.files}
     _compare(fresh_outs, fresh_state if fmt not in ops.NO_NAMED_STATE else None, expected_outs, expected_state, tol,
-             fmt, what, "fresh interpreter", extra)
+             fmt, what, "fresh interpreter", extra, reference)

@@ -105,3 +105,25 @@ def test_step_comparison_scales_with_the_largest_update():
         assert_same_step(twice, single, before, tol, what="x")
     with pytest.raises(StepMismatch, match="parameters"):
         assert_same_step({"w": single["w"]}, single, before, tol, what="x")
+
+
+def test_reference_diagnosis_names_the_side_that_is_wrong():
+    """A failed bitwise round trip says which side left the float32 error model: each against a
+    float64 reference in units of one evaluation's bound (half the comparison's tolerance)."""
+    import numpy as np
+
+    from pytest_dlconform.checks.numerics import Tolerance
+    from pytest_dlconform.checks.usermodel import reference_diagnosis
+
+    ref = {"output_0": np.array([[0.5, -1.0], [0.25, 2.0]])}
+    tol = Tolerance(2e-6, "two evaluations")
+    right = {"output_0": (ref["output_0"] * (1 + 1e-7)).astype(np.float32)}
+    wrong = {"output_0": right["output_0"].copy()}
+    wrong["output_0"][1, 1] += 1e-4  # 5e-5 of the largest magnitude, 50 x the bound of 1e-6
+    text = reference_diagnosis({"the original": right, "the artifact": wrong}, ref, tol)
+    original, artifact = text.split("the original ")[1].split(", the artifact ")
+    assert float(original.split(" (")[1].split(" x")[0]) < 1  # within its bound
+    assert 40 < float(artifact.split(" (")[1].split(" x")[0]) < 60  # named, and by how much
+    assert "one float32 evaluation's bound is 1.00e-06 [half of two evaluations]" in text
+    renamed = reference_diagnosis({"the artifact": {"other": wrong["output_0"]}}, ref, tol)
+    assert "do not match the reference's ['output_0']" in renamed

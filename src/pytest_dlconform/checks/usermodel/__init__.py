@@ -54,6 +54,7 @@ from .tolerances import (
     float32_gradient_rtol,
     forward_tolerance,
     normwise,
+    reference_diagnosis,
 )
 
 __all__ = [
@@ -61,6 +62,6 @@ __all__ = [
     "TreeMismatch", "_floating", "_keras_leaves", "_np", "_onnx_feed", "_torch_device", "_torch_float",
     "adapter_for", "assert_close_tree", "assert_same_step", "error_terms", "f_error_float32",
     "float32_gradient_rtol", "forward_tolerance", "fresh_main", "input_names", "keras_policy",
-    "keras_single_step", "keras_strategy_step", "load_and_run", "normwise", "servable", "tf_mw_step",
+    "keras_single_step", "keras_strategy_step", "load_and_run", "normwise", "reference_diagnosis", "servable", "tf_mw_step",
     "torch_rank_step", "torch_single_step", "write_artifact",
 ]

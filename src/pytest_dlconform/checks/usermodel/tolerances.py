@@ -75,6 +75,30 @@ def f_error_float32(f_value: np.ndarray) -> float:
     return OP_ROUNDING * UNIT_ROUNDOFF["float32"] * max(top, 1e-30)
 
 
+def reference_diagnosis(sides: dict[str, dict[str, Any]], reference: dict[str, Any], tol: Tolerance) -> str:
+    """Which side of a failed bitwise comparison computed a wrong answer: each side's normwise
+    error against a float64 forward of the same weights on the same inputs, in units of one
+    float32 evaluation's bound (half of ``tol``, :func:`forward_tolerance`'s bound for two
+    evaluations compared with each other). A side near or under 1 rounded as float32 does; a
+    side far above it did not compute the model's function (the reference's own error is
+    float64's, negligible here). Outputs are matched by name."""
+    scale = max((float(np.max(np.abs(np.asarray(r, np.float64)))) for r in reference.values() if np.size(r)),
+                default=0.0)
+    one = tol.rtol / 2
+    parts = []
+    for label, outs in sides.items():
+        errs = [float(np.max(np.abs(np.asarray(outs[k], np.float64) - np.asarray(r, np.float64))))
+                for k, r in reference.items() if k in outs and np.shape(outs[k]) == np.shape(r) and np.size(r)]
+        if len(errs) != len(reference):
+            parts.append(f"{label}: outputs {sorted(outs)} do not match the reference's {sorted(reference)}")
+            continue
+        err = max(errs, default=0.0)
+        rel = err / scale if scale > 0 else (0.0 if err == 0 else math.inf)
+        parts.append(f"{label} {rel:.2e} ({rel / one:.3g} x the bound)" if one > 0 else f"{label} {rel:.2e}")
+    return (f"against a float64 forward of the same weights, normwise relative error: {', '.join(parts)}; "
+            f"one float32 evaluation's bound is {one:.2e} [half of {tol.why}]")
+
+
 class TreeMismatch(AssertionError):
     """Compiled / low-precision outputs or gradients outside the derived tolerance."""
 
