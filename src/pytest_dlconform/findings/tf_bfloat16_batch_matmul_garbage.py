@@ -10,6 +10,9 @@ Observed on tensorflow-cpu 2.21.0: a of shape (2, 1, 4, 4), b of shape (1, 4),
 transpose_b=True, bfloat16: the first two of 8 results are close to the float32 ones, the
 others are 0, -5.9e-13, 1e29..1e34 or nan, and change from call to call (uninitialised
 memory); float32 and float16 are right.
+Depends on the CPU: reproduced on the project's machines up to 2026-12-01 (their CPU flags were
+not recorded); on an AMD EPYC with AVX-512 BF16 (2026-12-02) every call is right. The line
+printed says whether this CPU has avx512_bf16.
 Found by: suites/autodiff/test_low_precision.py::
   test_low_precision_forward_and_gradient_match_float64[tf-cpu-linear-bfloat16]
   (explore seed 29719; linear(k=1, bias=False) on a (2, 1, 4, 4) input).
@@ -41,11 +44,23 @@ def expected():
     return a @ B.T
 
 
+def cpu_bf16():
+    """'with' or 'without' avx512_bf16 (the flags of Linux's /proc/cpuinfo), or 'unknown'."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return "with" if "avx512_bf16" in line.split() else "without"
+    except OSError:
+        pass
+    return "unknown"
+
+
 def judge(got, want):
     scale = np.abs(A) @ np.abs(B.T)
     worst = max(float(np.nanmax(np.abs(g - want) / scale)) if np.all(np.isfinite(g)) else np.inf for g in got)
     line = (f"bfloat16 matmul (2,1,4,4) x (1,4)^T: worst relative error {worst:.3g} over {TRIALS} calls "
-            f"(allowed {TOL:.3g}); first call {got[0].ravel()[:8].tolist()}")
+            f"(allowed {TOL:.3g}); first call {got[0].ravel()[:8].tolist()}; CPU {cpu_bf16()} avx512_bf16")
     return worst <= TOL, line
 
 
