@@ -51,10 +51,49 @@ class Inventory:
     gpu_ids: tuple[str, ...]  # the ids to put in CUDA_VISIBLE_DEVICES to select each one
     how: str  # how the GPUs were found, for messages and the report header
     compute_capabilities: tuple[str, ...] = ()  # per visible GPU, "" where unknown
+    cpu: str = ""  # the CPU's model and vector extensions (cpu_description), "" where unknown
 
     def describe(self) -> str:
         gpus = ", ".join(self.gpus) if self.gpus else "no GPU"
-        return f"{self.cpu_count} CPU cores; {gpus} ({self.how})"
+        cpu = f" ({self.cpu})" if self.cpu else ""
+        return f"{self.cpu_count} CPU cores{cpu}; {gpus} ({self.how})"
+
+
+# The CPU flags that choose a framework's kernels (oneDNN, MKL, ATen's CPU capability, XLA):
+# which code paths, and so which roundings and which bugs, a run met. Two CI machines of one
+# kind differed in these (a finding reproduced on one and not on the other).
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_bf16",
+             "amx_int8", "amx_fp16", "asimd", "sve", "sve2", "bf16", "i8mm")
+
+
+def cpu_info(cpuinfo: str | None = None) -> tuple[str, set[str]]:
+    """(model name, flags) of the first processor in Linux's /proc/cpuinfo (or ``cpuinfo``);
+    ("", set()) where there is no such file."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                cpuinfo = fh.read(1 << 16)
+        except OSError:
+            return "", set()
+    model, flags = "", set[str]()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key == "model name" and not model:
+            model = value.strip()
+        elif key in ("flags", "features") and not flags:
+            flags = set(value.split())
+    return model, flags
+
+
+def cpu_description(cpuinfo: str | None = None) -> str:
+    """``"MODEL; flags f1 f2 ..."``: the CPU's model and which of :data:`ISA_FLAGS` it has
+    (:func:`cpu_info`); "" where unknown."""
+    model, flags = cpu_info(cpuinfo)
+    if not model and not flags:
+        return ""
+    found = [f for f in ISA_FLAGS if f in flags]
+    return f"{model or 'CPU'}; flags {' '.join(found) if found else 'none of ' + ' '.join(ISA_FLAGS[:3])}"
 
 
 def discover(env: dict[str, str] | None = None) -> Inventory:
@@ -67,10 +106,11 @@ def discover(env: dict[str, str] | None = None) -> Inventory:
         if ordered is not found:
             how += "; CUDA numbers these fastest first (CUDA_DEVICE_ORDER unset): order of unlike models approximate"
         return Inventory(cpus, tuple(g.name for g in ordered), tuple(g.uuid for g in ordered), how,
-                         tuple(g.compute_capability for g in ordered))
+                         tuple(g.compute_capability for g in ordered), cpu_description())
     kept, ids, note = apply_visible(found, visible, env.get("CUDA_DEVICE_ORDER"))
     how += f", CUDA_VISIBLE_DEVICES={visible!r}" + (f" ({note})" if note else "")
-    return Inventory(cpus, tuple(g.name for g in kept), tuple(ids), how, tuple(g.compute_capability for g in kept))
+    return Inventory(cpus, tuple(g.name for g in kept), tuple(ids), how, tuple(g.compute_capability for g in kept),
+                     cpu_description())
 
 
 def nvidia_gpus(env: dict[str, str]) -> tuple[list[PhysicalGpu], str]:

@@ -18,7 +18,7 @@ from importlib import metadata, resources
 
 import pytest
 
-from pytest_dlconform import divergences
+from pytest_dlconform import devices, divergences
 
 FINDINGS = resources.files("pytest_dlconform") / "findings"
 ENTRIES = divergences.load(str(resources.files("pytest_dlconform") / "known_divergences.toml"))
@@ -87,15 +87,6 @@ def _run(path: str, *, network: bool) -> subprocess.CompletedProcess[str]:
         net.close()
 
 
-def _cpu_flags() -> set[str]:
-    """The CPU's flags as Linux's /proc/cpuinfo lists them (empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            return next((set(line.split(":", 1)[1].split()) for line in fh if line.startswith("flags")), set())
-    except OSError:
-        return set()
-
-
 SCRIPTS = {str(e.script): _pins(e) for e in ENTRIES} | {k: sorted(v.items()) for k, v in UNPINNED.items()}
 
 
@@ -127,7 +118,7 @@ def test_the_script_reproduces_the_divergence_in_a_fresh_interpreter(name):
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     if name in RIGHT_ON_CPUS_WITH and proc.returncode == 0 and lines and lines[-1].startswith("FIXED: "):
         flag, where = RIGHT_ON_CPUS_WITH[name]
-        if flag in _cpu_flags():
+        if flag in devices.cpu_info()[1]:
             pytest.skip(f"this CPU has {flag}, and here the framework's result is right ({lines[-1]}); {where}")
     assert proc.returncode == 1 and lines and lines[-1].startswith("BUG PRESENT: "), (
         f"{name} exited {proc.returncode}, expected 1 (the divergence reproduces on this stack); "

@@ -58,3 +58,19 @@ def test_threads_per_worker_never_oversubscribe():
     assert devices.threads_per_worker(1, 2) == 2
     assert devices.threads_per_worker(4, 2) == 1
     assert devices.threads_per_worker(2, 16) == 8
+
+
+def test_the_cpu_is_described_by_model_and_the_vector_extensions_that_choose_kernels():
+    """Two CI machines of one kind ran different kernels (finding 14 reproduced on one only): the
+    header and the report name the CPU and its kernel-choosing flags."""
+    from pytest_dlconform.devices import Inventory, cpu_description
+
+    x86 = ("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma avx512f avx512_bf16 ht\n"
+           "processor\t: 1\nmodel name\t: other\nflags\t\t: fpu\n")
+    assert cpu_description(x86) == "AMD EPYC; flags avx2 fma avx512f avx512_bf16"
+    assert cpu_description("model name : Old\nflags : fpu sse2\n") == "Old; flags none of avx2 fma avx512f"
+    assert cpu_description("processor : 0\nFeatures : fp asimd sve bf16\n") == "CPU; flags asimd sve bf16"
+    assert cpu_description("") == ""
+    inv = Inventory(2, (), (), "nvidia-smi not found", (), "AMD EPYC; flags avx2")
+    assert inv.describe() == "2 CPU cores (AMD EPYC; flags avx2); no GPU (nvidia-smi not found)"
+    assert Inventory(2, (), (), "x").describe() == "2 CPU cores; no GPU (x)"
