@@ -27,7 +27,15 @@ plugin in the process that ran the test): a matched violation is reported to pyt
 an xfail whose reason is the entry's reason and what was observed. After the run,
 :func:`apply` gives each entry its status: applied, expired (the violation fails again),
 unmatched (its tests ran, none failed with that symptom: the claim holds there now, or
-fails differently), not selected (none of its tests ran) or for another stack.
+fails differently), not reached (its tests held in a run without the settings its entry
+says the symptom needs: ``occurs_with``), not selected (none of its tests ran) or for
+another stack.
+
+``occurs_with`` (optional) is a table of run settings under which the symptom occurs, e.g.
+``occurs_with = { replicas = [3] }`` or ``{ profile = ["explore", "soak"] }``. It never
+changes what matches (the pin does that, in every run); it only keeps an entry whose tests
+held in a run without those settings from being reported as unmatched, which would tell
+the user to remove an entry the run could not have exercised.
 """
 
 from __future__ import annotations
@@ -50,8 +58,10 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 APPLIED, EXPIRED, UNMATCHED, NOT_SELECTED, OTHER_STACK = "applied", "expired", "unmatched", "not selected", "other stack"
+NOT_REACHED = "not reached"
 _KEYS = {"claim", "tests", "exception", "message", "max_error", "reason", "expires", "framework", "version",
-         "versions", "device", "script"}
+         "versions", "device", "script", "occurs_with"}
+_OCCURS_WITH = {"profile": str, "replicas": int}  # run settings (report environment "settings") an entry can name
 _FRAMEWORKS = {"tensorflow": "tensorflow", "tf": "tensorflow", "torch": "torch", "pytorch": "torch"}
 _DEVICES = ("cpu", "gpu", "multi-gpu")
 _SHORT = {"tf": ("tensorflow",), "torch": ("torch",), "tf+torch": ("tensorflow", "torch")}
@@ -94,6 +104,7 @@ class Divergence:
     versions: tuple[tuple[str, str], ...] = ()
     device: str | None = None
     script: str | None = None  # its standalone reproduction in pytest_dlconform/findings/ (repro.py)
+    occurs_with: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # (setting, values) the symptom needs
     index: int = 0  # 1-based position in its file
     where: str = ""  # "FILE, entry N", for messages
 
@@ -128,6 +139,15 @@ class Divergence:
                 return f"{name} is {version}, the entry is for {glob}"
         if self.device and self.device not in (settings.get("selected_devices") or []):
             return f"device {self.device} did not run"
+        return None
+
+    def not_reached(self, env: Mapping[str, Any]) -> str | None:
+        """Why the run described by ``env`` could not show the symptom (``occurs_with``), or None."""
+        settings = env.get("settings") or {}
+        for name, values in self.occurs_with:
+            if settings.get(name) not in values:
+                wanted = " or ".join(f"--dl-{name}={v}" for v in values)
+                return f"its tests held; the symptom occurs with {wanted}, and this run had --dl-{name}={settings.get(name)}"
         return None
 
     def selects(self, test: Mapping[str, Any]) -> bool:
@@ -219,7 +239,33 @@ def _parse(entry: Any, index: int, where: str) -> Divergence:
         framework=_FRAMEWORKS[str(framework).lower()] if framework is not None else None,
         version=str(entry["version"]) if entry.get("version") else None,
         versions=_versions(entry, where), device=device, script=script, index=index, where=where,
+        occurs_with=_occurs_with(entry.get("occurs_with"), where),
     )
+
+
+def _occurs_with(value: Any, where: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    if value is None:
+        return ()
+    example = 'e.g. occurs_with = { replicas = [3] } or { profile = ["explore", "soak"] }'
+    if not isinstance(value, dict) or not value:
+        raise DivergenceError(f"{where}: occurs_with must be a table of run settings, {example}")
+    out = []
+    for name, values in value.items():
+        kind = _OCCURS_WITH.get(name)
+        if kind is None:
+            raise DivergenceError(f"{where}: occurs_with names {name!r}; it can name {', '.join(_OCCURS_WITH)} ({example})")
+        if not isinstance(values, list) or not values or not all(
+                isinstance(v, kind) and not isinstance(v, bool) for v in values):
+            raise DivergenceError(f"{where}: occurs_with {name} = {values!r} must be a list of {kind.__name__} ({example})")
+        if name == "profile":
+            from .settings import PROFILE_CHOICES
+
+            unknown = [v for v in values if v not in PROFILE_CHOICES]
+            if unknown:
+                raise DivergenceError(f"{where}: occurs_with profile {unknown[0]!r} is not a profile; use one of "
+                                      f"{', '.join(PROFILE_CHOICES)}")
+        out.append((str(name), tuple(values)))
+    return tuple(out)
 
 
 def _tests(value: Any, where: str) -> tuple[str, ...]:
@@ -320,7 +366,7 @@ class Status:
             "claim": e.claim, "reason": e.reason, "expires": e.expires.isoformat(), "framework": e.framework,
             "version": e.version, "versions": dict(e.versions), "device": e.device, "tests_pinned": list(e.tests),
             "symptom": e.symptom(), "where": e.where, "key": e.key, "status": self.status, "tests": self.tests,
-            "why": self.why, "script": e.script,
+            "why": self.why, "script": e.script, "occurs_with": {k: list(v) for k, v in e.occurs_with},
         }
 
 
@@ -372,6 +418,9 @@ def _status(entry: Divergence, tests: Sequence[Mapping[str, Any]], env: Mapping[
     hits = [t["nodeid"] for t in pinned if t.get("divergence") == entry.key]
     if hits:
         return Status(entry, APPLIED, hits)
+    unreached = entry.not_reached(env)
+    if unreached and all(t["verdict"] != results.VIOLATED for t in pinned):
+        return Status(entry, NOT_REACHED, why=unreached)
     verdicts = sorted({t["verdict"] for t in pinned})
     return Status(entry, UNMATCHED, why=f"its {len(pinned)} test(s) ran: {', '.join(verdicts)}, none with {entry.symptom()}")
 
@@ -386,6 +435,8 @@ def status_lines(statuses: list[Mapping[str, Any]]) -> list[str]:
             lines.append(f"known divergence EXPIRED on {s['expires']}: {name}{still}: renew it with a reason or fix the cause")
         elif s["status"] == UNMATCHED:
             lines.append(f"known divergence UNMATCHED: {name}: {s.get('why')}: remove it if the claim holds now")
+        elif s["status"] == NOT_REACHED:
+            lines.append(f"known divergence not reached: {name}: {s.get('why')}")
         elif s["status"] == NOT_SELECTED:
             lines.append(f"known divergence not selected: {name}: {s.get('why')}")
         elif s["status"] == OTHER_STACK:

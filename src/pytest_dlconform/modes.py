@@ -35,15 +35,18 @@ def ledger(report: Mapping[str, Any]) -> dict[str, Any] | None:
         declared = list((claim.get("claim") or {}).get("modes") or ())
         if not declared:
             continue
-        # A known divergence (its violation expected, pinned to its symptom) checked no mode.
-        ran = [t for t in claim["tests"] if t.get("verdict") in RAN and not t.get("divergence")]
-        if not ran:
+        # A test matched to a known divergence counts the modes it recorded before its pinned
+        # failure (evidence.covers is called once a check holds); one that recorded none checked
+        # none, and a claim whose only tests are such is left out.
+        ran = [t for t in claim["tests"] if t.get("verdict") in RAN]
+        if not any(not t.get("divergence") or (t.get("evidence") or {}).get("modes") for t in ran):
             continue
         per: dict[str, dict[str, int]] = {m: {} for m in declared}
         for test in ran:
+            verdict = "expected violation" if test.get("divergence") else test["verdict"]
             for mode, count in ((test.get("evidence") or {}).get("modes") or {}).items():
                 entry = per.setdefault(mode, {})
-                entry[test["verdict"]] = entry.get(test["verdict"], 0) + 1
+                entry[verdict] = entry.get(verdict, 0) + 1
                 entry["checks"] = entry.get("checks", 0) + int(count)
         out[cid] = {"declared": declared,
                     "covered": {m: v for m, v in per.items() if v},

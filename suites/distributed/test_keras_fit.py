@@ -74,6 +74,9 @@ def _strategy(handle: Any, pool: Any, n: int) -> Any:
     return dist.inprocess_strategy(pool, handle, n if handle.name == "mirrored" else None)
 
 
+FIT_DTYPES = ("float32", "float64")  # every case in both, by construction: a drawn dtype would leave one out
+
+
 def _fit_modes(case: TrainCase, n: int) -> list[str]:
     return [f"optimizer={case.optimizer}", *([f"replicas={n}"] if n in dist.REPLICA_COUNTS else [])]
 
@@ -81,38 +84,38 @@ def _fit_modes(case: TrainCase, n: int) -> list[str]:
 @pytest.mark.claim("distributed.keras.fit-equivalence")
 @pytest.mark.dl_strategies("one-device", "mirrored", "tpu")
 @expensive(1)
+@pytest.mark.parametrize("dtype", FIT_DTYPES)
 @given(data=st.data())
-def test_fit_under_the_strategy_equals_single_device_fit(tf, dl_strategy, dl_groups, data):
-    covered: set[str] = set()
+def test_fit_under_the_strategy_equals_single_device_fit(tf, dl_strategy, dl_groups, dtype, data):
     for n in _counts(dl_strategy, dl_groups):
         strategy = _strategy(dl_strategy, dl_groups, n)
         case = data.draw(fit_case(n, even=True), label=f"case over {n} replicas")
         # one optimizer per run of a count (Mirrored 2: SGD, 3: momentum; one device: Adam): all three per run
-        case = dataclasses.replace(case, optimizer=OPTIMIZERS[FIT_OPTIMIZER.get(n, 2)])
+        case = dataclasses.replace(case, optimizer=OPTIMIZERS[FIT_OPTIMIZER.get(n, 2)], dtype=dtype)
         result = tf_programs.keras_fit(strategy, case)
         expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case)
         _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replica(s): {_describe(case)}",
                    dl_strategy.device)
-        covered.update(_fit_modes(case, n))
-    evidence.covers(*sorted(covered))
+        # recorded as each count holds: the float64 test's pinned failure over 3 replicas
+        # (known divergence 23) leaves its 2-replica check on the record
+        evidence.covers(*_fit_modes(case, n), f"dtype={dtype}")
 
 
 @pytest.mark.claim("distributed.keras.fit-remainder")
 @pytest.mark.dl_strategies("mirrored")
 @pytest.mark.min_devices(2)
 @expensive(1)
+@pytest.mark.parametrize("dtype", FIT_DTYPES)
 @given(data=st.data())
-def test_partial_last_batch_is_averaged_per_replica(tf, dl_strategy, dl_groups, data):
-    covered: set[str] = set()
+def test_partial_last_batch_is_averaged_per_replica(tf, dl_strategy, dl_groups, dtype, data):
     for n in _counts(dl_strategy, dl_groups):
         strategy = _strategy(dl_strategy, dl_groups, n)
-        case = data.draw(fit_case(n, even=False), label=f"case over {n} replicas")
+        case = dataclasses.replace(data.draw(fit_case(n, even=False), label=f"case over {n} replicas"), dtype=dtype)
         result = tf_programs.keras_fit(strategy, case)
         expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
         _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, uneven last batch: {_describe(case)}",
                    dl_strategy.device)
-        covered.update([f"replicas={n}", "partial-last-batch"])
-    evidence.covers(*sorted(covered))
+        evidence.covers(f"replicas={n}", "partial-last-batch", f"dtype={dtype}")  # as each count holds
 
 
 @pytest.mark.claim("distributed.keras.fit-remainder")

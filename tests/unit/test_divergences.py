@@ -70,6 +70,10 @@ def test_divergence_file_errors_are_one_line(tmp_path: Path) -> None:
         base + "tests = ['a/*']\nmax_error = -1\nversions = { keras = '3.*' }\n": "max_error -1 must be a positive number",
         base + "tests = ['a/*']\nexception = 'E'\nmessage = '('\nversions = { keras = '3.*' }\n": "not a regular expression",
         base + "tests = ['a/*']\nexception = 'E'\n": "say which versions the entry is for",
+        pinned + "occurs_with = { replicas = 3 }\n": "occurs_with replicas = 3 must be a list of int",
+        pinned + "occurs_with = { device = ['cpu'] }\n": "occurs_with names 'device'; it can name profile, replicas",
+        pinned + "occurs_with = { profile = ['exploer'] }\n": "occurs_with profile 'exploer' is not a profile",
+        pinned + "occurs_with = []\n": "occurs_with must be a table of run settings",
         "claim = 1\n": "unknown tables",
         "[[divergence]\n": "not valid TOML",
     }
@@ -267,3 +271,29 @@ def test_the_failure_of_a_remote_error_is_its_type_and_message() -> None:
     assert failure == Failure(("ValueError",), "PerReplica", (2.0,))
     evidence = outcomes.exception_evidence(ValueError("bad"))
     assert evidence["types"] == ["ValueError", "Exception"] and evidence["message"] == "bad"
+
+
+def test_an_entry_for_run_settings_the_run_did_not_have_is_not_reached_never_unmatched(tmp_path: Path) -> None:
+    """occurs_with (the symptom needs 3 replicas, or the explore profile): a run with other
+    settings whose pinned tests held reports the entry as not reached, not as one to remove; a
+    run with those settings and held tests reports it unmatched; matching is unchanged."""
+    entry = GELU + "occurs_with = { replicas = [3] }\n"
+    [gelu] = divergences.load(write(tmp_path / "k.toml", entry))
+    held = doc_of([(NODE, "interop.same-model.activations", results.HOLDS, TF)])
+
+    def status(doc, replicas):
+        env = {**doc.environment, "settings": {**doc.environment["settings"], "replicas": replicas}}
+        [s] = divergences.apply(doc.replace(environment=env), [gelu], today=dt.date(2026, 1, 1)).divergences
+        return s
+
+    two = status(held, 2)
+    assert (two["status"], two["why"]) == ("not reached", "its tests held; the symptom occurs with --dl-replicas=3, and "
+                                                         "this run had --dl-replicas=2")
+    assert divergences.status_lines([two])[0].startswith("known divergence not reached: interop.same-model.activations")
+    assert not divergences.problems([two]) and {k: list(v) for k, v in two["occurs_with"].items()} == {"replicas": [3]}
+    assert status(held, 3)["status"] == "unmatched"
+    # A pinned test violated with another symptom is never hidden behind "not reached".
+    other = doc_of([(NODE, "interop.same-model.activations", results.VIOLATED, TF)])
+    assert status(other, 2)["status"] == "unmatched"
+    # Matching ignores occurs_with: the pin alone decides, in every run.
+    assert divergences.match_failure([gelu], case(), gelu_failure(), ENV) is gelu

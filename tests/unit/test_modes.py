@@ -50,6 +50,21 @@ def test_ledger_counts_tests_per_mode_and_lists_unchecked():
     assert modes.problems(led) == ["modules.x: frozen"]
 
 
+def test_a_test_matched_to_a_known_divergence_counts_the_modes_it_checked_before_its_pinned_failure():
+    """covers is called once a check holds: a test whose last case fails with the pinned symptom
+    (float64 over 3 replicas) checked the modes it recorded before; one that recorded none
+    checked none, and a claim whose only tests are such is left out."""
+    pinned = {**_test("violated", {"replicas=2": 2, "dtype=float64": 1}), "divergence": "entry 23 (x)"}
+    led = modes.ledger(_report(["replicas=2", "replicas=3", "dtype=float64"], [pinned]))
+    entry = led["claims"]["modules.x"]
+    assert entry["covered"] == {"replicas=2": {"expected violation": 1, "checks": 2},
+                                "dtype=float64": {"expected violation": 1, "checks": 1}}
+    assert entry["unchecked"] == ["replicas=3"]
+    assert "replicas=2: 2 checks (expected violation 1)" in modes.text(led)
+    crashed = {**_test("violated", {}), "divergence": "entry 8 (x)"}  # raised before any check held
+    assert modes.ledger(_report(["replicas=2"], [crashed])) is None
+
+
 def test_ledger_leaves_out_claims_without_modes_or_without_a_run():
     assert modes.ledger(_report([], [_test("holds", {})])) is None
     assert modes.ledger(_report(["a"], [_test("not_applicable", {})])) is None
