@@ -32,7 +32,7 @@ says the symptom needs: ``occurs_with``), not selected (none of its tests ran) o
 another stack.
 
 ``occurs_with`` (optional) is a table of run settings under which the symptom occurs, e.g.
-``occurs_with = { replicas = [3] }`` or ``{ profile = ["explore", "soak"] }``. It never
+``occurs_with = { replicas = [3] }`` or ``{ profile = ["explore"] }``. It never
 changes what matches (the pin does that, in every run); it only keeps an entry whose tests
 held in a run without those settings from being reported as unmatched, which would tell
 the user to remove an entry the run could not have exercised.
@@ -246,7 +246,7 @@ def _parse(entry: Any, index: int, where: str) -> Divergence:
 def _occurs_with(value: Any, where: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     if value is None:
         return ()
-    example = 'e.g. occurs_with = { replicas = [3] } or { profile = ["explore", "soak"] }'
+    example = 'e.g. occurs_with = { replicas = [3] } or { profile = ["explore"] }'
     if not isinstance(value, dict) or not value:
         raise DivergenceError(f"{where}: occurs_with must be a table of run settings, {example}")
     out = []
@@ -419,7 +419,7 @@ def _status(entry: Divergence, tests: Sequence[Mapping[str, Any]], env: Mapping[
     if hits:
         return Status(entry, APPLIED, hits)
     unreached = entry.not_reached(env)
-    if unreached and all(t["verdict"] != results.VIOLATED for t in pinned):
+    if unreached and all(t["verdict"] == results.HOLDS for t in pinned):
         return Status(entry, NOT_REACHED, why=unreached)
     verdicts = sorted({t["verdict"] for t in pinned})
     return Status(entry, UNMATCHED, why=f"its {len(pinned)} test(s) ran: {', '.join(verdicts)}, none with {entry.symptom()}")

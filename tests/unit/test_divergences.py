@@ -295,5 +295,7 @@ def test_an_entry_for_run_settings_the_run_did_not_have_is_not_reached_never_unm
     # A pinned test violated with another symptom is never hidden behind "not reached".
     other = doc_of([(NODE, "interop.same-model.activations", results.VIOLATED, TF)])
     assert status(other, 2)["status"] == "unmatched"
+    errored = doc_of([(NODE, "interop.same-model.activations", results.ERROR, TF)])  # an error never "held"
+    assert status(errored, 2)["status"] == "unmatched"
     # Matching ignores occurs_with: the pin alone decides, in every run.
     assert divergences.match_failure([gelu], case(), gelu_failure(), ENV) is gelu
