@@ -147,7 +147,7 @@ class Divergence:
         for name, values in self.occurs_with:
             if settings.get(name) not in values:
                 wanted = " or ".join(f"--dl-{name}={v}" for v in values)
-                return f"its tests held; the symptom occurs with {wanted}, and this run had --dl-{name}={settings.get(name)}"
+                return f"the symptom occurs with {wanted}, and this run had --dl-{name}={settings.get(name)}"
         return None
 
     def selects(self, test: Mapping[str, Any]) -> bool:
@@ -420,7 +420,7 @@ def _status(entry: Divergence, tests: Sequence[Mapping[str, Any]], env: Mapping[
         return Status(entry, APPLIED, hits)
     unreached = entry.not_reached(env)
     if unreached and all(t["verdict"] == results.HOLDS for t in pinned):
-        return Status(entry, NOT_REACHED, why=unreached)
+        return Status(entry, NOT_REACHED, why=f"its tests held; {unreached}")
     verdicts = sorted({t["verdict"] for t in pinned})
     return Status(entry, UNMATCHED, why=f"its {len(pinned)} test(s) ran: {', '.join(verdicts)}, none with {entry.symptom()}")
 

@@ -82,18 +82,16 @@ def reference_diagnosis(sides: dict[str, dict[str, Any]], reference: dict[str, A
     evaluations compared with each other). A side near or under 1 rounded as float32 does; a
     side far above it did not compute the model's function (the reference's own error is
     float64's, negligible here). Outputs are matched by name."""
-    scale = max((float(np.max(np.abs(np.asarray(r, np.float64)))) for r in reference.values() if np.size(r)),
-                default=0.0)
     one = tol.rtol / 2
+    keys = sorted(reference)
     parts = []
     for label, outs in sides.items():
-        errs = [float(np.max(np.abs(np.asarray(outs[k], np.float64) - np.asarray(r, np.float64))))
-                for k, r in reference.items() if k in outs and np.shape(outs[k]) == np.shape(r) and np.size(r)]
-        if len(errs) != len(reference):
-            parts.append(f"{label}: outputs {sorted(outs)} do not match the reference's {sorted(reference)}")
+        if any(k not in outs or np.shape(outs[k]) != np.shape(reference[k]) for k in keys):
+            parts.append(f"{label}: outputs {sorted(outs)} do not match the reference's {keys}")
             continue
-        err = max(errs, default=0.0)
-        rel = err / scale if scale > 0 else (0.0 if err == 0 else math.inf)
+        # normwise over the whole collection (one scale for every output), non-finite values inf
+        rel = normwise(np.concatenate([np.ravel(outs[k]) for k in keys]),
+                       np.concatenate([np.ravel(reference[k]) for k in keys])) if keys else 0.0
         parts.append(f"{label} {rel:.2e} ({rel / one:.3g} x the bound)" if one > 0 else f"{label} {rel:.2e}")
     return (f"against a float64 forward of the same weights, normwise relative error: {', '.join(parts)}; "
             f"one float32 evaluation's bound is {one:.2e} [half of {tol.why}]")
