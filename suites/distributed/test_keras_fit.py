@@ -89,9 +89,9 @@ def _fit_modes(case: TrainCase, n: int) -> list[str]:
 def test_fit_under_the_strategy_equals_single_device_fit(tf, dl_strategy, dl_groups, dtype, data):
     for n in _counts(dl_strategy, dl_groups):
         strategy = _strategy(dl_strategy, dl_groups, n)
-        case = data.draw(fit_case(n, even=True), label=f"case over {n} replicas")
+        case = data.draw(fit_case(n, even=True, dtypes=(dtype,)), label=f"case over {n} replicas")
         # one optimizer per run of a count (Mirrored 2: SGD, 3: momentum; one device: Adam): all three per run
-        case = dataclasses.replace(case, optimizer=OPTIMIZERS[FIT_OPTIMIZER.get(n, 2)], dtype=dtype)
+        case = dataclasses.replace(case, optimizer=OPTIMIZERS[FIT_OPTIMIZER.get(n, 2)])
         result = tf_programs.keras_fit(strategy, case)
         expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case)
         _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replica(s): {_describe(case)}",
@@ -110,7 +110,7 @@ def test_fit_under_the_strategy_equals_single_device_fit(tf, dl_strategy, dl_gro
 def test_partial_last_batch_is_averaged_per_replica(tf, dl_strategy, dl_groups, dtype, data):
     for n in _counts(dl_strategy, dl_groups):
         strategy = _strategy(dl_strategy, dl_groups, n)
-        case = dataclasses.replace(data.draw(fit_case(n, even=False), label=f"case over {n} replicas"), dtype=dtype)
+        case = data.draw(fit_case(n, even=False, dtypes=(dtype,)), label=f"case over {n} replicas")
         result = tf_programs.keras_fit(strategy, case)
         expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
         _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, uneven last batch: {_describe(case)}",

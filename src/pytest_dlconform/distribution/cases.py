@@ -162,11 +162,12 @@ def tf_loop_case(draw: st.DrawFn, replicas: int, *, scalings: Sequence[str] = ("
 
 
 @st.composite
-def fit_case(draw: st.DrawFn, replicas: int, *, even: bool) -> TrainCase:
+def fit_case(draw: st.DrawFn, replicas: int, *, even: bool,
+             dtypes: Sequence[str] = ("float32", "float64")) -> TrainCase:
     """A model.fit case. even=True: every global batch (also the last, partial one) splits
     evenly across the replicas; even=False: the first batch splits evenly, the partial last
     one does not."""
-    model = draw(model_case())
+    model = draw(model_case(dtypes=dtypes))
     batch = replicas * draw(st.integers(1, 2), label="rows per replica")
     steps = draw(st.integers(1, 2), label="full batches")
     if even:
