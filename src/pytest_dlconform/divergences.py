@@ -31,6 +31,20 @@ fails differently), not reached (its tests held in a run without the settings it
 says the symptom needs: ``occurs_with``), not selected (none of its tests ran) or for
 another stack.
 
+Every failing part must show the symptom: each member of an exception group (hypothesis'
+failing examples), each remote error, and each entry of a multi-entry check (an exception
+with a ``failed_entries`` tuple of messages, one per wrong entry, such as the edge-case
+oracle's ``EdgeMismatch``) must have the pinned type and match the pattern; the ceiling is
+compared with the largest error any failing observation of each check recorded (evidence
+keeps it beside the worst margin), not with the worst-margin observation's.
+
+``reference`` (optional) names a registered bug reference (:data:`REFERENCES`): a function
+that recomputes what the framework computes under the finding. The test computes that
+reference where its check fails and records the deviation with ``evidence.reference(name,
+observed=..., tolerance=...)``; the entry matches only when every failing observation
+equals the reference within the test's error model (margin <= 1). Use it where no ceiling
+can tell the finding from another bug of the same size.
+
 ``occurs_with`` (optional) is a table of run settings under which the symptom occurs, e.g.
 ``occurs_with = { replicas = [3] }`` or ``{ profile = ["explore"] }``. It never
 changes what matches (the pin does that, in every run); it only keeps an entry whose tests
@@ -43,6 +57,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fnmatch
+import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -50,6 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import results
+from .checks.bug_references import REFERENCES, bug_reference, reference  # noqa: F401 - entries name them
 from .report import Report, TestRecord, as_report
 
 if sys.version_info >= (3, 11):
@@ -60,7 +76,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 APPLIED, EXPIRED, UNMATCHED, NOT_SELECTED, OTHER_STACK = "applied", "expired", "unmatched", "not selected", "other stack"
 NOT_REACHED = "not reached"
 _KEYS = {"claim", "tests", "exception", "message", "max_error", "reason", "expires", "framework", "version",
-         "versions", "device", "script", "occurs_with"}
+         "versions", "device", "script", "occurs_with", "reference"}
 _OCCURS_WITH = {"profile": str, "replicas": int}  # run settings (report environment "settings") an entry can name
 _FRAMEWORKS = {"tensorflow": "tensorflow", "tf": "tensorflow", "torch": "torch", "pytorch": "torch"}
 _DEVICES = ("cpu", "gpu", "multi-gpu")
@@ -71,14 +87,25 @@ class DivergenceError(ValueError):
     """A known-divergences file that cannot be used; the message is one line."""
 
 
+
+
 @dataclass(frozen=True)
 class Failure:
     """What a violated test showed: exception type names (with their bases), the message,
-    and the observed errors of the checks that failed (margin above 1)."""
+    the observed errors of the checks that failed (the largest of each check's failing
+    observations), each failing part as (types, message) (``parts``: group members, remote
+    errors, a multi-entry check's entries; empty means the one exception above), and the
+    worst margin of the observation against each bug reference the test recorded."""
 
     types: tuple[str, ...] = ()
     message: str = ""
     errors: tuple[float, ...] = ()
+    parts: tuple[tuple[tuple[str, ...], str], ...] = ()
+    references: tuple[tuple[str, float], ...] = ()
+
+    def members(self) -> tuple[tuple[tuple[str, ...], str], ...]:
+        """Every failing part, each to be matched on its own."""
+        return self.parts or (((self.types, self.message),) if self.types else ())
 
     def describe(self) -> str:
         parts = []
@@ -105,6 +132,7 @@ class Divergence:
     device: str | None = None
     script: str | None = None  # its standalone reproduction in pytest_dlconform/findings/ (repro.py)
     occurs_with: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # (setting, values) the symptom needs
+    reference: str | None = None  # a bug reference in REFERENCES the observation must equal
     index: int = 0  # 1-based position in its file
     where: str = ""  # "FILE, entry N", for messages
 
@@ -121,6 +149,7 @@ class Divergence:
     def symptom(self) -> str:
         parts = [self.exception + (f" matching /{self.message}/" if self.message else "")] if self.exception else []
         parts += [f"observed error <= {self.max_error:g}"] if self.max_error is not None else []
+        parts += [f"the observation equal to bug reference {self.reference}"] if self.reference else []
         return " and ".join(parts)
 
     def other_stack(self, env: Mapping[str, Any]) -> str | None:
@@ -163,17 +192,26 @@ class Divergence:
         return any(_glob(pattern).fullmatch(local) for pattern in self.tests)
 
     def shows(self, failure: Failure) -> bool:
-        """Whether the failure is the pinned symptom (every part of it that the entry names)."""
+        """Whether the failure is the pinned symptom: every failing part shows every part of
+        the symptom that the entry names (type, pattern, ceiling, bug reference)."""
+        members = failure.members()
         if self.exception is not None:
-            if self.exception not in failure.types:
+            if not members:
                 return False
-            if self.message is not None and re.search(self.message, failure.message) is None:
-                return False
+            for types, message in members:
+                if self.exception not in types:
+                    return False
+                if self.message is not None and re.search(self.message, message) is None:
+                    return False
+        if self.reference is not None:
+            margin = dict(failure.references).get(self.reference)
+            if margin is None or not margin <= 1:
+                return False  # not recorded, or the observation is not the finding's computation
         if self.max_error is None:
             return True
         if not failure.errors:
             return False
-        if failure.types and "AssertionError" not in failure.types:
+        if any("AssertionError" not in types for types, _ in members):
             return False  # a crash is not an oracle's observed error
         return all(e <= self.max_error for e in failure.errors)
 
@@ -239,8 +277,17 @@ def _parse(entry: Any, index: int, where: str) -> Divergence:
         framework=_FRAMEWORKS[str(framework).lower()] if framework is not None else None,
         version=str(entry["version"]) if entry.get("version") else None,
         versions=_versions(entry, where), device=device, script=script, index=index, where=where,
-        occurs_with=_occurs_with(entry.get("occurs_with"), where),
+        occurs_with=_occurs_with(entry.get("occurs_with"), where), reference=_reference(entry.get("reference"), where),
     )
+
+
+def _reference(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in REFERENCES:
+        raise DivergenceError(f"{where}: reference {value!r} is not a registered bug reference; use one of "
+                              f"{', '.join(sorted(REFERENCES))} (divergences.REFERENCES)")
+    return value
 
 
 def _occurs_with(value: Any, where: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
@@ -284,6 +331,9 @@ def _symptom(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
                               "pattern), 'max_error' (a ceiling on the observed error), or both")
     if message is not None and exception is None:
         raise DivergenceError(f"{where}: 'message' needs 'exception' (the pattern is matched against its message)")
+    if message is None and ceiling is None:
+        raise DivergenceError(f"{where}: exception {exception!r} alone would match any failure of that type; pin it "
+                              "with 'message' (a pattern of the exact symptom), 'max_error' (a ceiling), or both")
     if message is not None:
         try:
             re.compile(str(message))
@@ -335,19 +385,34 @@ def failure_of(test: Mapping[str, Any]) -> Failure:
     """The symptom a report's test recorded: its exception, else its failing checks."""
     evidence = test.get("evidence") or {}
     exc = evidence.get("exception") or {}
-    return Failure(tuple(exc.get("types") or ()), str(exc.get("message") or ""), failing_errors(evidence))
+    parts = tuple((tuple(t), str(m)) for t, m in exc.get("parts") or ())
+    return Failure(tuple(exc.get("types") or ()), str(exc.get("message") or ""), failing_errors(evidence), parts,
+                   reference_margins(evidence))
 
 
 def failing_errors(evidence: Mapping[str, Any] | None) -> tuple[float, ...]:
-    """The observed errors of the checks that failed (margin above 1) in a test's evidence."""
+    """The observed errors of the checks that failed in a test's evidence: per check whose
+    worst margin is above 1, the largest error of its failing observations (``max_error``,
+    kept by evidence.check beside the worst-margin observation; ``observed`` where absent)."""
     errors = []
     for check in ((evidence or {}).get("checks") or {}).values():
         try:
-            if float(check.get("margin")) > 1:
-                errors.append(float(check.get("observed")))
+            if not float(check.get("margin")) <= 1:
+                errors.append(float(check.get("max_error", check.get("observed"))))
         except (AttributeError, TypeError, ValueError):
             continue
     return tuple(errors)
+
+
+def reference_margins(evidence: Mapping[str, Any] | None) -> tuple[tuple[str, float], ...]:
+    """(name, worst margin) of each bug reference the test compared its observation with."""
+    out = []
+    for name, ref in ((evidence or {}).get("references") or {}).items():
+        try:
+            out.append((str(name), float(ref.get("margin"))))
+        except (AttributeError, TypeError, ValueError):
+            out.append((str(name), math.inf))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------ after the run (controller)
@@ -367,6 +432,7 @@ class Status:
             "version": e.version, "versions": dict(e.versions), "device": e.device, "tests_pinned": list(e.tests),
             "symptom": e.symptom(), "where": e.where, "key": e.key, "status": self.status, "tests": self.tests,
             "why": self.why, "script": e.script, "occurs_with": {k: list(v) for k, v in e.occurs_with},
+            "reference": e.reference,
         }
 
 

@@ -5,7 +5,15 @@ Oracles call :func:`check` (a compared quantity with its tolerance) and :func:`n
 the documented modes of its claim it has just checked (the claim's ``modes`` in the
 registry; naming one the claim does not declare is a harness error). The plugin opens a recorder
 around each claim test; outside one, recording is a no-op, so the oracles work in any
-program. Across hypothesis examples, :func:`check` keeps the worst case per name.
+program. Across hypothesis examples, :func:`check` keeps the worst case per name (the
+worst margin, for the report) and, beside it, the largest error of the failing observations
+(``max_error``: what a known divergence's ceiling is compared with, since a large error
+under a large tolerance has a modest margin). :func:`reference` records how far an
+observation is from a bug reference (a known divergence's ``reference``), the worst kept.
+A check whose bound would also accept a canonical wrong answer (all zeros, a NaN, the
+sign-flipped reference: :func:`pytest_dlconform.checks.numerics.accepted_wrong_answers`)
+proves nothing: it calls :func:`inconclusive` instead of :func:`check`, and the report counts
+it; a test most of whose checks are inconclusive is a harness error, never "holds".
 """
 
 from __future__ import annotations
@@ -41,10 +49,30 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) else float(str(value))
 
 
+def _worst(entry: dict[str, Any] | None, observed: float, tolerance: float, details: dict[str, Any]) -> dict[str, Any]:
+    """A name's record after one more observation: the worst-margin observation, the count,
+    and ``max_error``, the largest error of its failing observations (a NaN wins)."""
+    margin = observed / tolerance if tolerance > 0 else (0.0 if observed == 0 else math.inf)
+    count = 1 if entry is None else entry["count"] + 1
+    largest = None if entry is None or "max_error" not in entry else _number(entry["max_error"])
+    if not margin <= 1:  # a failing observation (a NaN too)
+        largest = observed if largest is None or math.isnan(observed) or observed > largest else largest
+    if entry is None or not margin <= _number(entry["margin"]):
+        entry = {"observed": observed, "tolerance": tolerance, "margin": margin, **details}
+    entry = {**entry, "count": count}
+    if largest is not None:
+        entry["max_error"] = largest
+    return {k: _jsonable(v) for k, v in entry.items()}
+
+
 @dataclass
 class Recorder:
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
+    #: Observations against bug references (known divergences' ``reference``), worst kept.
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Checks whose bound accepted a canonical wrong answer: name -> count, reason, details.
+    inconclusive: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The claim's declared modes (None: unknown, anything is accepted) and those covered.
     declared: Collection[str] | None = None
     modes: Counter[str] = field(default_factory=Counter)
@@ -60,21 +88,39 @@ class Recorder:
         self.modes.update(modes)
 
     def check(self, name: str, *, observed: float, tolerance: float, **details: Any) -> None:
-        margin = observed / tolerance if tolerance > 0 else (0.0 if observed == 0 else math.inf)
-        entry = self.checks.get(name)
-        count = 1 if entry is None else entry["count"] + 1
-        if entry is None or not margin <= _number(entry["margin"]):
-            entry = {"observed": observed, "tolerance": tolerance, "margin": margin, **details}
+        self.checks[name] = _worst(self.checks.get(name), observed, tolerance, details)
+
+    def reference(self, name: str, *, observed: float, tolerance: float, **details: Any) -> None:
+        self.references[name] = _worst(self.references.get(name), observed, tolerance, details)
+
+    def mark_inconclusive(self, name: str, *, reason: str, **details: Any) -> None:
+        entry = self.inconclusive.get(name)
+        count = 1 if entry is None else int(entry["count"]) + 1
+        if entry is None:
+            entry = {"reason": reason, **{k: _jsonable(v) for k, v in details.items()}}
         entry["count"] = count
-        self.checks[name] = {k: _jsonable(v) for k, v in entry.items()}
+        self.inconclusive[name] = entry
+
+    @property
+    def conclusive_count(self) -> int:
+        """How many recorded comparisons could have failed (checks, by their count)."""
+        return sum(int(c.get("count", 1)) for c in self.checks.values())
+
+    @property
+    def inconclusive_count(self) -> int:
+        return sum(int(c["count"]) for c in self.inconclusive.values())
 
     def note(self, **values: Any) -> None:
         self.notes.update({k: _jsonable(v) for k, v in values.items()})
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"checks": self.checks, "notes": self.notes}
+        if self.references:
+            out["references"] = self.references
         if self.modes:
             out["modes"] = dict(sorted(self.modes.items()))
+        if self.inconclusive:
+            out["inconclusive"] = self.inconclusive
         return out
 
     @property
@@ -92,6 +138,23 @@ def check(name: str, *, observed: float, tolerance: float, **details: Any) -> No
     recorder = _current.get()
     if recorder is not None:
         recorder.check(name, observed=float(observed), tolerance=float(tolerance), **details)
+
+
+def inconclusive(name: str, *, reason: str, **details: Any) -> None:
+    """Record a comparison that could not fail: its bound accepts ``reason`` (a canonical
+    wrong answer). It is not a check that held; the report counts it per test."""
+    recorder = _current.get()
+    if recorder is not None:
+        recorder.mark_inconclusive(name, reason=reason, **details)
+
+
+def reference(name: str, *, observed: float, tolerance: float, **details: Any) -> None:
+    """Record how far the observation is from bug reference ``name`` (a known divergence's
+    ``reference``): ``observed`` within ``tolerance`` means the framework computed exactly
+    what the finding says it computes."""
+    recorder = _current.get()
+    if recorder is not None:
+        recorder.reference(name, observed=float(observed), tolerance=float(tolerance), **details)
 
 
 def note(**values: Any) -> None:

@@ -9,8 +9,9 @@ The rule (README, "What a run tells you"):
   raises, a ``None`` gradient that the test then uses). The exception goes into the
   evidence, so the report says what was raised and where.
 - It is a **harness error** instead when the harness failed: a
-  :class:`~pytest_dlconform.frameworks.HarnessError` (our processes, deadlines, clusters,
-  fresh interpreters), an install that cannot import (``ImportError``), hypothesis refusing
+  :class:`~pytest_dlconform.exceptions.HarnessError` (our processes, deadlines, clusters,
+  fresh interpreters, an :class:`~pytest_dlconform.exceptions.InconclusiveCheck` no test
+  handled), an install that cannot import (``ImportError``), hypothesis refusing
   the test (health checks, unsatisfiable, flaky), a bug in the test's own text
   (``NameError``, ``SyntaxError``), an interrupt; and anything outside the call phase
   (fixtures, setup, teardown).
@@ -25,15 +26,16 @@ import traceback
 from typing import Any
 
 from . import results
-from .divergences import Failure, failing_errors
+from .divergences import Failure, failing_errors, reference_margins
+from .exceptions import REMOTE_HARNESS_NAMES, HarnessError
 
-# What is never a conformance result, by exception class name (remote errors arrive as names).
-_HARNESS_NAMES = frozenset({
-    "HarnessError", "ClusterError", "TaskError", "ArtifactError", "ImportError", "ModuleNotFoundError",
-    "NameError", "UnboundLocalError", "SyntaxError", "IndentationError", "KeyboardInterrupt", "SystemExit",
-})
-_HYPOTHESIS_HARNESS = ("FailedHealthCheck", "Unsatisfiable", "Flaky", "FlakyFailure", "FlakyStrategyDefinition",
-                       "InvalidArgument", "InvalidDefinition", "DidNotReproduce", "HypothesisDeprecationWarning")
+# Hypothesis refusing a test (health checks, unsatisfiable, flaky): a harness problem. Named,
+# not imported, so that classifying never imports hypothesis's internals.
+_HYPOTHESIS_HARNESS = frozenset({"FailedHealthCheck", "Unsatisfiable", "Flaky", "FlakyFailure",
+                                 "FlakyStrategyDefinition", "InvalidArgument", "InvalidDefinition",
+                                 "DidNotReproduce", "HypothesisDeprecationWarning"})
+# Python's own: a broken install or a bug in the test's text, never the framework's behaviour.
+_PYTHON_HARNESS = (ImportError, NameError, SyntaxError)
 
 
 def type_names(exc: BaseException) -> tuple[str, ...]:
@@ -45,24 +47,27 @@ def classify(exc: BaseException) -> str:
     """VIOLATED or ERROR for an exception raised in the call phase of a claim test."""
     import pytest
 
+    from .harness.groups import TaskError
+
     if isinstance(exc, pytest.fail.Exception):
         return results.VIOLATED  # pytest.fail(...) in a test states a violation
     if isinstance(exc, pytest.skip.Exception):
         return results.NOT_APPLICABLE
-    names = set(type_names(exc))
-    if names & set(_HYPOTHESIS_HARNESS) or names & _HARNESS_NAMES - {"TaskError", "HarnessError"}:
-        return results.ERROR
-    if "TaskError" in names:
-        remote = getattr(exc, "errors", ())
+    if isinstance(exc, TaskError):  # judged by what the ranks raised
+        remote = exc.errors
         return results.VIOLATED if remote and all(_remote_violation(e) for e in remote) else results.ERROR
-    if "HarnessError" in names:
+    if isinstance(exc, (HarnessError, *_PYTHON_HARNESS)) or _is_hypothesis_refusal(exc):
         return results.ERROR
     inner = _group(exc)  # hypothesis reports several failures as a group
     if inner:
         return results.worst(classify(e) for e in inner)
-    if not isinstance(exc, Exception):
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
         return results.ERROR
     return results.VIOLATED
+
+
+def _is_hypothesis_refusal(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("hypothesis") and bool(set(type_names(exc)) & _HYPOTHESIS_HARNESS)
 
 
 def _group(exc: BaseException) -> list[BaseException]:
@@ -72,8 +77,9 @@ def _group(exc: BaseException) -> list[BaseException]:
 
 
 def _remote_violation(error: Any) -> bool:
+    """An exception raised in a rank of our clusters arrives as its class name."""
     name = str(getattr(error, "type", "")).rsplit(".", 1)[-1]
-    return bool(name) and name not in _HARNESS_NAMES and name not in _HYPOTHESIS_HARNESS
+    return bool(name) and name not in REMOTE_HARNESS_NAMES and name not in _HYPOTHESIS_HARNESS
 
 
 def failure(exc: BaseException, evidence: dict[str, Any] | None = None) -> Failure:
@@ -82,16 +88,20 @@ def failure(exc: BaseException, evidence: dict[str, Any] | None = None) -> Failu
     excs = _group(exc) or [exc]
     types: list[str] = []
     messages: list[str] = []
+    parts: list[tuple[tuple[str, ...], str]] = []  # each failing part, matched on its own
     for e in excs:
         remote = getattr(e, "errors", None) if "TaskError" in type_names(e) else None
         if remote:
             for r in remote:
                 types.append(str(r.type).rsplit(".", 1)[-1])
                 messages.append(str(r.message))
+                parts.append(((types[-1],), messages[-1]))
         else:
             types.extend(type_names(e))
             messages.append(str(e))
-    return Failure(tuple(dict.fromkeys(types)), "\n".join(messages), failing_errors(evidence))
+            parts.extend((type_names(e), m) for m in getattr(e, "failed_entries", None) or (str(e),))
+    return Failure(tuple(dict.fromkeys(types)), "\n".join(messages), failing_errors(evidence), tuple(parts),
+                   reference_margins(evidence))
 
 
 def exception_evidence(exc: BaseException) -> dict[str, Any]:
@@ -99,4 +109,5 @@ def exception_evidence(exc: BaseException) -> dict[str, Any]:
     symptom = failure(exc)
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
-    return {"types": list(symptom.types), "message": symptom.message[:2000], "raised_at": where}
+    parts = {"parts": [[list(t), m[:2000]] for t, m in symptom.parts]} if len(symptom.parts) > 1 else {}
+    return {"types": list(symptom.types), "message": symptom.message[:2000], "raised_at": where, **parts}

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 WARNINGS_KEY = pytest.StashKey[dict[str, int]]()
 SHRINK_KEY = pytest.StashKey[list[str]]()
 MAX_WARNING_KINDS = 20  # distinct warnings kept per test in the report
+INCONCLUSIVE_ATTR = "dl_inconclusive"  # on a call report turned into a harness error below
 
 
 def _info(item: pytest.Item) -> Any:
@@ -95,6 +96,8 @@ def bounded_shrinking(item: pytest.Item, run: Run | None) -> Iterator[None]:
 
 
 def phase_verdict(report: pytest.TestReport, call: pytest.CallInfo[None]) -> str:
+    if report.failed and getattr(report, INCONCLUSIVE_ATTR, False):
+        return results.ERROR
     if report.passed:
         return results.HOLDS
     if report.skipped:
@@ -112,12 +115,14 @@ def annotate(run: Run, item: pytest.Item, call: pytest.CallInfo[None], report: p
     info = _info(item)
     if info is None:
         return
+    recorder = item.stash.get(EVIDENCE_KEY, None)
+    if report.when == "call" and report.passed and recorder is not None:
+        _fail_if_inconclusive(recorder, report)
     # Each phase's verdict is the worst so far, so the teardown report (the one JUnit XML
     # takes user properties from) carries the test's final verdict.
     verdict = results.worst([item.stash.get(VERDICT_KEY, results.HOLDS), phase_verdict(report, call)])
     item.stash[VERDICT_KEY] = verdict
     props: list[tuple[str, Any]] = [(PROP_CLAIM, info.claim), (PROP_PARAMS, info.params), (PROP_VERDICT, verdict)]
-    recorder = item.stash.get(EVIDENCE_KEY, None)
     exc = call.excinfo.value if call.excinfo is not None and report.when == "call" else None
     if report.when == "call":
         evidence = recorder.as_dict() if recorder is not None else {"checks": {}, "notes": {}}
@@ -131,6 +136,19 @@ def annotate(run: Run, item: pytest.Item, call: pytest.CallInfo[None], report: p
         if not hasattr(report, "wasxfail"):
             report.sections.append(("dlconform reproduction", repro))
     report.user_properties = [*item.user_properties, *props]
+
+
+def _fail_if_inconclusive(recorder: Any, report: pytest.TestReport) -> None:
+    """A test most of whose comparisons could not have failed proves nothing: a harness
+    error (its bounds accept a canonical wrong answer), never "holds"."""
+    bad, good = recorder.inconclusive_count, recorder.conclusive_count
+    if bad == 0 or bad <= good:
+        return
+    reasons = "; ".join(f"{name}: {e['reason']} ({e['count']}x)" for name, e in sorted(recorder.inconclusive.items()))
+    report.outcome = "failed"
+    report.longrepr = (f"inconclusive: {bad} of {bad + good} comparisons could not have failed ({reasons}); "
+                       "this is a harness problem, not a conformance result")
+    setattr(report, INCONCLUSIVE_ATTR, True)
 
 
 def _add_observations(item: pytest.Item, evidence: dict[str, Any], exc: BaseException | None) -> None:

@@ -11,6 +11,7 @@ The oracle is ``fit`` of the same model under the default strategy in this proce
 from __future__ import annotations
 
 import dataclasses
+import math
 from itertools import pairwise
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_dlconform.api import HarnessError, evidence
+from pytest_dlconform.api import HarnessError, bug_reference, evidence
 from pytest_dlconform.api import distribution as dist
 from pytest_dlconform.api import reductions as oracle
 from pytest_dlconform.api.distribution import OPTIMIZERS, TrainCase, TrainResult, expensive, fit_case
@@ -41,7 +42,31 @@ def _row_weights(case: TrainCase, replicas: int) -> np.ndarray:
     return np.concatenate(weights)
 
 
-def _check_fit(result: TrainResult, case: TrainCase, expected: TrainResult, what: str, device: str) -> None:
+LOSS_SCALE_REFERENCE = "keras-loss-scale-float32"  # known divergence: Keras scales the loss by float32(1/N)
+
+
+def loss_scale_deviation(result: TrainResult, case: TrainCase, replicas: int, sample_weight: np.ndarray | None,
+                         tol: Any) -> float:
+    """How far the distributed weights are from single-device fit with the loss scaled by the
+    bug reference's factor N * float32(1/N) (what Keras computes under the finding), in the
+    error model of the weights check (max|a - e| / max|e| over tensors, per rtol); recorded as
+    evidence.reference, so the known divergence matches only a fit that computes exactly that."""
+    import tensorflow as tf
+
+    factor = bug_reference(LOSS_SCALE_REFERENCE)(replicas)
+    scaled = tf_programs.keras_fit(tf.distribute.get_strategy(), case, sample_weight=sample_weight, loss_scale=factor)
+    worst = math.inf if "error" in scaled.info or len(scaled.weights) != len(result.weights) else 0.0
+    for a, e in zip(result.weights, scaled.weights):
+        a, e = np.asarray(a, np.float64), np.asarray(e, np.float64)
+        scale = float(np.max(np.abs(e))) if e.size else 0.0
+        err = float(np.max(np.abs(a - e))) if e.size else 0.0
+        worst = max(worst, err / scale if scale > 0 else (0.0 if err == 0 else math.inf))
+    evidence.reference(LOSS_SCALE_REFERENCE, observed=worst, tolerance=tol.rtol, basis=tol.why, replicas=replicas)
+    return worst
+
+
+def _check_fit(result: TrainResult, case: TrainCase, expected: TrainResult, what: str, device: str,
+               replicas: int | None = None, sample_weight: np.ndarray | None = None) -> None:
     __tracebackhide__ = True
     if "error" in result.info:
         raise oracle.StepMismatch(f"{what}: model.fit raised {result.info['error']}")
@@ -52,7 +77,12 @@ def _check_fit(result: TrainResult, case: TrainCase, expected: TrainResult, what
     steps = -(-len(case.x) // case.batch)
     tol = oracle.step_tolerance(case.dtype, layers=len(case.widths) - 1, steps=steps, batch=case.batch,
                                 device=device, framework="tensorflow")
-    oracle.check_weights(result.weights, expected.weights, tol, what=what, names=_names(case))
+    try:
+        oracle.check_weights(result.weights, expected.weights, tol, what=what, names=_names(case))
+    except oracle.StepMismatch:
+        if replicas is not None and case.dtype == "float64":  # the known divergence's computation, for its pin
+            loss_scale_deviation(result, case, replicas, sample_weight, tol)
+        raise
 
 
 def _describe(case: TrainCase) -> str:
@@ -95,7 +125,7 @@ def test_fit_under_the_strategy_equals_single_device_fit(tf, dl_strategy, dl_gro
         result = tf_programs.keras_fit(strategy, case)
         expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case)
         _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replica(s): {_describe(case)}",
-                   dl_strategy.device)
+                   dl_strategy.device, replicas=n)
         # recorded as each count holds: the float64 test's pinned failure over 3 replicas
         # (known divergence 23) leaves its 2-replica check on the record
         evidence.covers(*_fit_modes(case, n), f"dtype={dtype}")
@@ -113,6 +143,8 @@ def test_partial_last_batch_is_averaged_per_replica(tf, dl_strategy, dl_groups, 
         case = data.draw(fit_case(n, even=False, dtypes=(dtype,)), label=f"case over {n} replicas")
         result = tf_programs.keras_fit(strategy, case)
         expected = tf_programs.keras_fit(tf.distribute.get_strategy(), case, sample_weight=_row_weights(case, n))
+        # no bug reference here: with per-row weights it does not reproduce the finding exactly
+        # (1.5e-8 off on 2.21), so its known divergence keeps a ceiling
         _check_fit(result, case, expected, f"{dl_strategy.name} over {n} replicas, uneven last batch: {_describe(case)}",
                    dl_strategy.device)
         evidence.covers(f"replicas={n}", "partial-last-batch", f"dtype={dtype}")  # as each count holds

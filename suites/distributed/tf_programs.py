@@ -147,14 +147,21 @@ def mw_custom_loop(ctx: WorkerContext, cases: Sequence[TrainCase]) -> list[Train
     return [tf_custom_loop(ctx.state["strategy"], case) for case in cases]
 
 
-def keras_fit(strategy: Any, case: TrainCase, sample_weight: np.ndarray | None = None) -> TrainResult:
+def keras_fit(strategy: Any, case: TrainCase, sample_weight: np.ndarray | None = None,
+              loss_scale: float = 1.0) -> TrainResult:
     """``model.fit`` exactly as the seed writes it: model and optimizer built inside
-    ``strategy.scope()``, the rest unchanged; one epoch, no shuffling."""
+    ``strategy.scope()``, the rest unchanged; one epoch, no shuffling. ``loss_scale`` multiplies
+    each batch's mean loss (in the case's dtype), for a known divergence's bug reference."""
     import keras
 
+    class ScaledMeanSquaredError(keras.losses.MeanSquaredError):
+        def call(self, y_true: Any, y_pred: Any) -> Any:
+            return super().call(y_true, y_pred) * loss_scale
+
+    loss = keras.losses.MeanSquaredError if loss_scale == 1.0 else ScaledMeanSquaredError
     with strategy.scope():
         model = keras_model(case)
-        model.compile(optimizer=keras_optimizer(case), loss=keras.losses.MeanSquaredError(dtype=case.dtype))
+        model.compile(optimizer=keras_optimizer(case), loss=loss(dtype=case.dtype))
     try:
         model.fit(case.x.astype(case.dtype), case.y.astype(case.dtype), batch_size=case.batch, epochs=1,
                   shuffle=False, verbose=0, sample_weight=sample_weight)

@@ -162,14 +162,14 @@ def test_a_run_writes_the_json_report_html_and_junit(upgrade: dict[str, Any]) ->
         "test_harness_breaks": "error",
     }
     assert tests["test_needs_a_gpu"]["reason"] == "needs a GPU: nvidia-smi not found"
-    assert tests["test_harness_breaks"]["reason"].startswith("pytest_dlconform.frameworks.base.HarnessError: the worker")
+    assert tests["test_harness_breaks"]["reason"].startswith("pytest_dlconform.exceptions.HarnessError: the worker")
     check = tests["test_vjp_is_w_times_the_jacobian"]["evidence"]["checks"]["w^T J of x*sin(x)"]
     assert 0 <= check["margin"] < 1 and check["tolerance"] > 0 and check["count"] == 20
     assert doc["claims"]["autodiff.tape.output-gradients"]["claim"]["statement"].startswith("gradient(target, sources")
     assert doc["counts"]["claims"] == {"holds": 2, "violated": 0, "not applicable": 1, "error": 1}
     matrix = old.stdout[old.stdout.index("dlconform conformance matrix"):]
     assert "autodiff.tape.output-gradients" in matrix and "claims: 2 holds, 0 violated, 1 not applicable, 1 error" in matrix
-    assert "harness error, not a conformance result (1 test): pytest_dlconform.frameworks.base.HarnessError" in matrix
+    assert "harness error, not a conformance result (1 test): pytest_dlconform.exceptions.HarnessError" in matrix
     assert "n/a (1 test): needs a GPU: nvidia-smi not found" in matrix
     page = (folder / "old.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and 'id="matrix"' in page
@@ -234,6 +234,7 @@ KNOWN = """
     claim = "autodiff.tape.watch"
     tests = ["test_plain.py::test_holds*"]
     exception = "AssertionError"
+    message = "broken once"
     versions = { pytest = "*" }
     reason = "was broken once"
     expires = 2999-01-01
@@ -242,6 +243,7 @@ KNOWN = """
     claim = "autodiff.tape.multiple"
     tests = ["test_plain.py::test_slow*"]
     exception = "AssertionError"
+    message = "old"
     versions = { pytest = "*" }
     reason = "old"
     expires = 2000-01-01
@@ -250,6 +252,7 @@ KNOWN = """
     claim = "data.*"
     tests = ["data/*"]
     exception = "AssertionError"
+    message = "other stack"
     versions = { pytest = "*" }
     reason = "its claim did not run"
     expires = 2999-01-01

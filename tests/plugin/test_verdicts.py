@@ -46,6 +46,23 @@ def test_a_bug_in_the_test_text_is_an_error():
 def test_an_install_that_cannot_import_is_an_error():
     import no_such_framework_module
 
+@pytest.mark.claim("autodiff.gradient.documented-conventions")
+def test_an_unhandled_inconclusive_check_is_an_error():
+    from pytest_dlconform.api import InconclusiveCheck
+    raise InconclusiveCheck("finite differences below their own rounding noise")
+
+@pytest.mark.claim("autodiff.tape.stop-gradient")
+def test_mostly_inconclusive_checks_are_an_error():
+    evidence.check("error", observed=1e-9, tolerance=1e-8)
+    evidence.inconclusive("loose", reason="the bound accepts all zeros")
+    evidence.inconclusive("loose", reason="the bound accepts all zeros")
+
+@pytest.mark.claim("autodiff.gradient.forward-reverse")
+def test_a_few_inconclusive_checks_still_hold():
+    evidence.check("error", observed=1e-9, tolerance=1e-8)
+    evidence.check("error", observed=1e-9, tolerance=1e-8)
+    evidence.inconclusive("loose", reason="the bound accepts all zeros")
+
 @pytest.fixture
 def broken():
     raise RuntimeError("fixture broke")
@@ -70,6 +87,9 @@ EXPECTED = {
     "test_an_install_that_cannot_import_is_an_error": "error",
     "test_setup_error": "error",
     "test_unknown_claim": "error",
+    "test_an_unhandled_inconclusive_check_is_an_error": "error",
+    "test_mostly_inconclusive_checks_are_an_error": "error",
+    "test_a_few_inconclusive_checks_still_hold": "holds",
 }
 
 
@@ -90,9 +110,11 @@ def test_each_outcome_maps_to_one_verdict_in_junit_and_matrix(suite, workers):
     assert props["test_holds"]["dl_claim"] == "autodiff.tape.watch"
     out = result.stdout.str()
     assert "dlconform conformance matrix" in out
-    assert "1 holds, 3 violated, 1 not applicable, 5 error" in out
+    assert "2 holds, 3 violated, 1 not applicable, 7 error" in out
     # pytest's own words agree: violations fail, harness problems are errors, also in the call.
-    result.assert_outcomes(passed=1, failed=3, skipped=1, errors=5)
+    result.assert_outcomes(passed=2, failed=3, skipped=1, errors=7)
+    assert "inconclusive: 2 of 3 comparisons could not have failed (loose: the bound accepts all zeros (2x))" in out
+    assert "ERROR test_verdicts.py::test_an_unhandled_inconclusive_check_is_an_error" in out
     assert "ERROR test_verdicts.py::test_harness_error" in out
     assert "FAILED test_verdicts.py::test_framework_exception_is_a_violation" in out
     assert "LinAlgError" in out

@@ -233,7 +233,8 @@ def test_known_divergence_turns_a_regression_into_expected(tmp_path: Path, capsy
                      'exception = "ToleranceExceeded"\nmessage = "XLA"\nmax_error = 1e-6\n'
                      'framework = "tensorflow"\nversion = "2.20.*"\nreason = "XLA rounding"\nexpires = 2999-12-31\n\n'
                      '[[divergence]]\nclaim = "autodiff.tape.watch"\ntests = ["autodiff/test_a.py::test_watch*"]\n'
-                     'exception = "ValueError"\nversions = { numpy = "2.*" }\nreason = "gone"\nexpires = 2999-12-31\n')
+                     'exception = "ValueError"\nmessage = "gone"\n'
+                     'versions = { numpy = "2.*" }\nreason = "gone"\nexpires = 2999-12-31\n')
     assert cli.main(["compare", "--known-divergences", str(known), old, new]) == 0
     out = capsys.readouterr().out
     assert "  autodiff.tape.nested [tf/cpu] holds -> violated: known divergence: XLA rounding" in out
@@ -260,7 +261,7 @@ def test_an_expired_divergence_is_a_regression_again(tmp_path: Path, capsys: pyt
     new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED), evidences={NESTED: XLA}))
     known = tmp_path / "known.toml"
     known.write_text('[[divergence]]\nclaim = "autodiff.tape.nested"\ntests = ["autodiff/*"]\nexception = "AssertionError"\n'
-                     'versions = { numpy = "2.*" }\nreason = "r"\nexpires = 2001-01-01\n')
+                     'message = "XLA"\nversions = { numpy = "2.*" }\nreason = "r"\nexpires = 2001-01-01\n')
     assert cli.main(["compare", "--known-divergences", str(known), old, new]) == 1
     assert "known divergence EXPIRED on 2001-01-01: autodiff.tape.nested" in capsys.readouterr().out
 

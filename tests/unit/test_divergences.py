@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dlconform import divergences, outcomes, results
+from pytest_dlconform.checks import bug_references
 from pytest_dlconform.divergences import Failure
 from pytest_dlconform.report import freeze
 
@@ -57,7 +58,7 @@ def case(nodeid: str = NODE, claim: str = "interop.same-model.activations", para
 
 def test_divergence_file_errors_are_one_line(tmp_path: Path) -> None:
     base = "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\nexpires = 2030-01-01\n"
-    pinned = base + "tests = ['a/test_x.py::*']\nexception = 'ValueError'\nversions = { keras = '3.*' }\n"
+    pinned = base + "tests = ['a/test_x.py::*']\nexception = 'ValueError'\nmessage = 'bad'\nversions = { keras = '3.*' }\n"
     cases = {
         "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\n": "'expires' is required",
         "[[divergence]]\nclaim = 'a.b'\nreason = 'r'\nexpires = 'soon'\n": "expires 'soon' is not a date",
@@ -69,7 +70,9 @@ def test_divergence_file_errors_are_one_line(tmp_path: Path) -> None:
         base + "tests = ['a/*']\nmessage = 'x'\nversions = { keras = '3.*' }\n": "pin the symptom",
         base + "tests = ['a/*']\nmax_error = -1\nversions = { keras = '3.*' }\n": "max_error -1 must be a positive number",
         base + "tests = ['a/*']\nexception = 'E'\nmessage = '('\nversions = { keras = '3.*' }\n": "not a regular expression",
-        base + "tests = ['a/*']\nexception = 'E'\n": "say which versions the entry is for",
+        base + "tests = ['a/*']\nexception = 'E'\nmessage = 'm'\n": "say which versions the entry is for",
+        base + "tests = ['a/*']\nexception = 'E'\nversions = { keras = '3.*' }\n": "exception 'E' alone would match any",
+        pinned + "reference = 'nope'\n": "reference 'nope' is not a registered bug reference; use one of",
         pinned + "occurs_with = { replicas = 3 }\n": "occurs_with replicas = 3 must be a list of int",
         pinned + "occurs_with = { device = ['cpu'] }\n": "occurs_with names 'device'; it can name profile, replicas",
         pinned + "occurs_with = { profile = ['exploer'] }\n": "occurs_with profile 'exploer' is not a profile",
@@ -157,6 +160,7 @@ def test_statuses_applied_expired_unmatched_not_selected_other_stack(tmp_path: P
         claim = "autodiff.tape.watch"
         tests = ["autodiff/test_t.py::test_watch*"]
         exception = "ValueError"
+        message = "bad"
         versions = { keras = "3.15.*" }
         reason = "old bug"
         expires = 2020-01-01
@@ -165,6 +169,7 @@ def test_statuses_applied_expired_unmatched_not_selected_other_stack(tmp_path: P
         claim = "autodiff.tape.nested"
         tests = ["autodiff/test_t.py::test_nested*"]
         exception = "ValueError"
+        message = "bad"
         versions = { keras = "3.15.*" }
         reason = "fixed upstream"
         expires = 2999-01-01
@@ -173,6 +178,7 @@ def test_statuses_applied_expired_unmatched_not_selected_other_stack(tmp_path: P
         claim = "data.*"
         tests = ["data/*"]
         exception = "ValueError"
+        message = "bad"
         versions = { keras = "3.15.*" }
         reason = "not in this run"
         expires = 2999-01-01
@@ -181,6 +187,7 @@ def test_statuses_applied_expired_unmatched_not_selected_other_stack(tmp_path: P
         claim = "autodiff.*"
         tests = ["autodiff/*"]
         exception = "ValueError"
+        message = "bad"
         framework = "tensorflow"
         version = "2.20.*"
         reason = "only on 2.20"
@@ -218,15 +225,17 @@ def test_expected_cells_show_as_exp_in_the_matrix(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ what an exception means
 
 
-class TaskError(Exception):  # stands in by name, as remote errors arrive: outcomes judges by class name
-    def __init__(self, *errors: object) -> None:
-        super().__init__("rank program raised")
-        self.errors = errors
+def TaskError(*errors: object) -> Exception:
+    """Our cluster's TaskError: what the ranks raised arrives as class names and messages."""
+    from pytest_dlconform.harness.groups import TaskError as Real
+
+    return Real("rank program", list(errors))  # type: ignore[arg-type]
 
 
-class Remote:
-    def __init__(self, type_: str, message: str = "") -> None:
-        self.type, self.message = type_, message
+def Remote(type_: str, message: str = "") -> object:
+    from pytest_dlconform.harness.rank import RemoteError
+
+    return RemoteError(rank=0, type=type_, message=message, traceback="")
 
 
 def test_framework_exceptions_in_the_call_are_violations_harness_failures_errors() -> None:
@@ -268,7 +277,7 @@ def test_the_failure_of_a_remote_error_is_its_type_and_message() -> None:
     failure = outcomes.failure(TaskError(Remote("a.b.ValueError", "PerReplica")),
                                {"checks": {"x": {"observed": 2.0, "tolerance": 1.0, "margin": 2.0},
                                            "y": {"observed": 0.1, "tolerance": 1.0, "margin": 0.1}}})
-    assert failure == Failure(("ValueError",), "PerReplica", (2.0,))
+    assert failure == Failure(("ValueError",), "PerReplica", (2.0,), ((("ValueError",), "PerReplica"),))
     evidence = outcomes.exception_evidence(ValueError("bad"))
     assert evidence["types"] == ["ValueError", "Exception"] and evidence["message"] == "bad"
 
@@ -299,3 +308,74 @@ def test_an_entry_for_run_settings_the_run_did_not_have_is_not_reached_never_unm
     assert status(errored, 2)["status"] == "unmatched"
     # Matching ignores occurs_with: the pin alone decides, in every run.
     assert divergences.match_failure([gelu], case(), gelu_failure(), ENV) is gelu
+
+
+# ------------------------------------------------------------------ every failing part, the largest error, bug references
+
+
+EDGE = """
+    [[divergence]]
+    claim = "autodiff.ops.edge-cases"
+    tests = ["autodiff/test_op_edges.py::test_tensorflow_op_edge_cases[*-extreme-erf]"]
+    exception = "EdgeMismatch"
+    message = '^erf extreme \\[default, float64\\]: value at x=-?1e\\+300 is nan, documented -?1\\.0 '
+    reason = "erf NaN"
+    expires = 2999-06-30
+    framework = "tensorflow"
+    version = "2.21.*"
+"""
+EDGE_NODE = "suites/autodiff/test_op_edges.py::test_tensorflow_op_edge_cases[cpu-extreme-erf]"
+
+
+def test_a_pin_matches_only_when_every_wrong_entry_shows_the_symptom(tmp_path: Path) -> None:
+    from pytest_dlconform.programs.edges import EdgeMismatch
+
+    [entry] = divergences.load(write(tmp_path / "k.toml", EDGE))
+    test = case(EDGE_NODE, "autodiff.ops.edge-cases")
+    pinned = "erf extreme [default, float64]: value at x=1e+300 is nan, documented 1.0 (allowed error 4e-16)"
+    mirror = "erf extreme [default, float64]: value at x=-1e+300 is nan, documented -1.0 (allowed error 4e-16)"
+    other = "erf extreme [default, float64]: gradient of input 0 at x=3.0 is 0.5, documented 1.3e-4 (allowed error 1e-16)"
+    assert divergences.match_failure([entry], test, outcomes.failure(EdgeMismatch(pinned, mirror)), ENV) is entry
+    # The first entry is the pinned one; a second, different wrong entry makes it a plain violation.
+    both = EdgeMismatch.joined([EdgeMismatch(pinned), EdgeMismatch(other, errors=[1e12])])
+    assert str(both).startswith(pinned)  # what the old matcher saw first
+    assert divergences.match_failure([entry], test, outcomes.failure(both), ENV) is None
+    # The report keeps every part, so a report judged elsewhere decides the same.
+    record = {**test, "evidence": {"exception": outcomes.exception_evidence(both)}}
+    assert divergences.match_failure([entry], test, divergences.failure_of(record), ENV) is None
+    # The same holds for hypothesis' failing examples (an exception group): each must match.
+    group = ExceptionGroup("two", [EdgeMismatch(pinned), EdgeMismatch(other)])
+    assert divergences.match_failure([entry], test, outcomes.failure(group), ENV) is None
+
+
+def test_the_ceiling_sees_the_largest_failing_error_not_the_worst_margin() -> None:
+    from pytest_dlconform import evidence
+
+    with evidence.recording() as rec:
+        evidence.check("erf forward", observed=2e-16, tolerance=7e-18)  # margin 29: the worst margin
+        evidence.check("erf forward", observed=1e-2, tolerance=1e-3)  # margin 10: a large error
+        evidence.check("erf forward", observed=0.5, tolerance=1.0)  # passing: not a failure
+    record = rec.as_dict()["checks"]["erf forward"]
+    assert record["observed"] == 2e-16 and record["margin"] > 28 and record["max_error"] == 1e-2
+    entry = divergences.Divergence("a.b", "r", dt.date(2999, 1, 1), tests=("*",), exception="ToleranceExceeded",
+                                   message="erf", max_error=1.6e-7, versions=(("keras", "*"),))
+    failure = outcomes.failure(AssertionError("erf forward off"), rec.as_dict())
+    assert failure.errors == (1e-2,)
+    assert not entry.shows(dataclasses.replace(failure, types=("ToleranceExceeded", "AssertionError"),
+                                               parts=((("ToleranceExceeded", "AssertionError"), "erf"),)))
+    # Only the small errors: matched.
+    with evidence.recording() as small:
+        evidence.check("erf forward", observed=2e-16, tolerance=7e-18)
+    ok = Failure(("ToleranceExceeded", "AssertionError"), "erf", divergences.failing_errors(small.as_dict()))
+    assert entry.shows(ok)
+
+
+def test_a_reference_entry_matches_only_an_observation_equal_to_its_bug_reference() -> None:
+    entry = divergences.Divergence("a.b", "r", dt.date(2999, 1, 1), tests=("*",), exception="StepMismatch",
+                                   message="^mirrored", reference="keras-loss-scale-float32", versions=(("keras", "*"),))
+    step = (("StepMismatch", "AssertionError"), "mirrored over 3 replica(s): off")
+    assert entry.shows(Failure(*step, references=(("keras-loss-scale-float32", 0.3),)))
+    assert not entry.shows(Failure(*step, references=(("keras-loss-scale-float32", 4e6),)))  # another computation
+    assert not entry.shows(Failure(*step))  # the test did not compute the reference
+    assert bug_references.keras_loss_scale_float32(3) == 3 * 0.3333333432674408
+    assert bug_references.keras_loss_scale_float32(2) == 1.0 and bug_references.keras_loss_scale_float32(4) == 1.0

@@ -30,6 +30,7 @@ And one submodule per family of oracles, imported on use: :mod:`.roundtrip`,
 from __future__ import annotations
 
 from .. import evidence, not_applicable
+from ..checks.bug_references import bug_reference
 from ..checks.gradients import InconclusiveCheck, check_jvp_vjp_consistency, check_vjp
 from ..checks.numerics import UNIT_ROUNDOFF, Tolerance, ToleranceExceeded, assert_close, assert_equal, combined, tolerance
 from ..checks.stats import TEST_ALPHA, assert_frequencies, check_dropout, dropout_elements
@@ -51,6 +52,7 @@ __all__ = [
     "assert_equal",
     "assert_frequencies",
     "budget",
+    "bug_reference",
     "check_dropout",
     "check_jvp_vjp_consistency",
     "check_vjp",

@@ -42,6 +42,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+# Finite differences too noisy to judge (the function is not smooth enough there): a harness
+# problem, never a violation.
+from ..exceptions import InconclusiveCheck
+
 __all__ = [
     "ConsistencyResult",
     "GradientCheckResult",
@@ -84,8 +88,6 @@ class GradientMismatch(AssertionError):
     """The reverse-mode gradient disagrees with finite differences (a conformance failure)."""
 
 
-class InconclusiveCheck(RuntimeError):
-    """Finite differences are too noisy to judge: the function is not smooth enough there."""
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..exceptions import HarnessError
+
+__all__ = ["Adapter", "HarnessError", "TensorFn"]
+
 # A program under test: takes a list of framework tensors, returns one framework tensor.
 TensorFn = Callable[[list[Any]], Any]
 
 
-class HarnessError(RuntimeError):
-    """The test harness could not set up what the test needs (not a conformance result)."""
 
 
 @runtime_checkable

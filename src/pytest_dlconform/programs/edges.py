@@ -103,7 +103,26 @@ class Edge:
 
 
 class EdgeMismatch(AssertionError):
-    """A framework's value or gradient at a documented edge case is not the documented one."""
+    """A framework's value or gradient at a documented edge case is not the documented one.
+
+    Carries every wrong entry: ``failed_entries`` (one message each, which a known divergence
+    matches one by one) and ``errors`` (each entry's |error| / allowed error; inf where the
+    documented value is not finite, NaN where the framework's is NaN)."""
+
+    def __init__(self, *entries: str, errors: Sequence[float] = ()) -> None:
+        super().__init__("\n".join(entries))
+        self.failed_entries = tuple(entries)
+        self.errors = tuple(float(e) for e in errors)
+
+    @classmethod
+    def joined(cls, wrong: Sequence[EdgeMismatch]) -> EdgeMismatch:
+        """One mismatch carrying every entry of several (the cases of one test)."""
+        return cls(*(m for w in wrong for m in w.failed_entries), errors=[e for w in wrong for e in w.errors])
+
+    @property
+    def worst(self) -> float:
+        """The largest error of the wrong entries (NaN if one is NaN)."""
+        return max(self.errors, key=lambda e: math.inf if math.isnan(e) else e, default=math.inf)
 
 
 def _fmt(values: Sequence[float]) -> str:
@@ -123,34 +142,51 @@ def _matches(got: float, allowed: Sequence[float], tol: float) -> bool:
     return False
 
 
+def _error(got: float, allowed: Sequence[float], tol: float) -> float:
+    """|got - nearest allowed| / tol: NaN for a NaN result, inf where none is finite or tol is 0."""
+    if math.isnan(got):
+        return math.nan
+    finite = [a for a in allowed if math.isfinite(a)]
+    if not finite:
+        return 0.0 if got in allowed else math.inf
+    err = min(abs(got - a) for a in finite)
+    return err / tol if tol > 0 else (0.0 if err == 0 else math.inf)
+
+
 def judge(edge: Edge, value: Array, grads: Sequence[Array] | None) -> float:
-    """Raise EdgeMismatch naming the first entry that differs from the documented value (or
+    """Raise EdgeMismatch naming every entry that differs from the documented value (or
     gradient); return the largest |error| / tolerance seen (0 where exact and equal)."""
     worst = 0.0
+    wrong: list[str] = []
+    errors: list[float] = []
+    head = f"{edge.op} {edge.mode} [{edge.params_label}, {edge.dtype}]"
     got = np.asarray(value, dtype=np.float64).reshape(-1)
     x0 = edge.xs[0]
     for j, (g, want, tol) in enumerate(zip(got, edge.value, edge.value_tol)):
         if not _matches(float(g), (want,), tol):
             at = x0[j] if len(edge.xs) == 1 else [x[j] for x in edge.xs]
-            raise EdgeMismatch(
-                f"{edge.op} {edge.mode} [{edge.params_label}, {edge.dtype}]: value at x={at!r} "
-                f"is {float(g)!r}, documented {float(want)!r} (allowed error {tol:.3g}); {edge.source}")
-        if tol > 0 and math.isfinite(want):
+            wrong.append(f"{head}: value at x={at!r} is {float(g)!r}, documented {float(want)!r} "
+                         f"(allowed error {tol:.3g}); {edge.source}")
+            errors.append(_error(float(g), (want,), tol))
+        elif tol > 0 and math.isfinite(want):
             worst = max(worst, abs(float(g) - want) / tol)
-    if edge.grads is None or grads is None:
-        return worst
-    for i, (gi, allowed_i, tol_i) in enumerate(zip(grads, edge.grads, edge.grad_tol)):
-        flat = np.asarray(gi, dtype=np.float64).reshape(-1)
-        for j, (g, allowed, tol) in enumerate(zip(flat, allowed_i, tol_i)):
-            if not _matches(float(g), allowed, tol):
-                rule = f" ({edge.rule})" if edge.rule else ""
-                raise EdgeMismatch(
-                    f"{edge.op} {edge.mode} [{edge.params_label}, {edge.dtype}]: gradient of input {i} at "
-                    f"x={edge.xs[i][j]!r} (cotangent {_fmt(edge.w)}) is {float(g)!r}, documented "
-                    f"{' or '.join(repr(float(a)) for a in allowed)}{rule} (allowed error {tol:.3g}); {edge.source}")
-            finite = [a for a in allowed if math.isfinite(a)]
-            if tol > 0 and finite:
-                worst = max(worst, min(abs(float(g) - a) for a in finite) / tol)
+    if edge.grads is not None and grads is not None:
+        for i, (gi, allowed_i, tol_i) in enumerate(zip(grads, edge.grads, edge.grad_tol)):
+            flat = np.asarray(gi, dtype=np.float64).reshape(-1)
+            for j, (g, allowed, tol) in enumerate(zip(flat, allowed_i, tol_i)):
+                if not _matches(float(g), allowed, tol):
+                    rule = f" ({edge.rule})" if edge.rule else ""
+                    wrong.append(
+                        f"{head}: gradient of input {i} at x={edge.xs[i][j]!r} (cotangent {_fmt(edge.w)}) is "
+                        f"{float(g)!r}, documented {' or '.join(repr(float(a)) for a in allowed)}{rule} "
+                        f"(allowed error {tol:.3g}); {edge.source}")
+                    errors.append(_error(float(g), allowed, tol))
+                    continue
+                finite = [a for a in allowed if math.isfinite(a)]
+                if tol > 0 and finite:
+                    worst = max(worst, min(abs(float(g) - a) for a in finite) / tol)
+    if wrong:
+        raise EdgeMismatch(*wrong, errors=errors)
     return worst
 
 
