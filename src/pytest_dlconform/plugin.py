@@ -148,6 +148,15 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         return (yield)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
+    """Inside every runtest_call wrapper (hypothesis's sets its node-id key there): key the
+    claim test's hypothesis examples by its location-independent identity (Guard.pin_examples)."""
+    run = _active(pyfuncitem.config)
+    if run is not None:
+        run.pin_examples(pyfuncitem)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
     run = _active(item.config)
@@ -275,7 +284,8 @@ def dl_tolerance() -> Any:
 
 @pytest.fixture
 def dl_seed(request: pytest.FixtureRequest) -> int:
-    """This test's seed, derived from --dl-seed and the node id; printed on failure."""
+    """This test's seed, from --dl-seed and the test's identity inside the package (not its
+    install path: session.identity); printed on failure and stored in the report."""
     return _run(request.config).test_seed(request.node)
 
 

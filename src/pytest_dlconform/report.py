@@ -112,9 +112,10 @@ class TestRecord(_Record):
     divergence: str | None = None  # that entry's key
     observed: str = ""  # what the matched violation showed
     script: Mapping[str, Any] | None = None  # violated tests: the standalone reproduction (repro.attach)
+    seed: int | None = None  # the test's seed (from --dl-seed and its identity inside the package)
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 
-    OPTIONAL = frozenset({"script"})
+    OPTIONAL = frozenset({"script", "seed"})
     __test__ = False  # not a pytest test class
 
     @classmethod

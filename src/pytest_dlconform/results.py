@@ -37,6 +37,7 @@ PARAM_KEYS = ("framework", "device", "strategy", "model", "backend")
 PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO, PROP_EXPECTED = (
     "dl_claim", "dl_verdict", "dl_params", "dl_evidence", "dl_repro", "dl_expected",
 )
+PROP_SEED = "dl_seed"  # the test's seed (session.guard: from --dl-seed and its identity inside the package)
 
 __all__ = [
     "NOT_APPLICABLE_PREFIX", "SCHEMA", "SCHEMA_VERSION", "Collector", "TestResult", "matrix_lines", "report_document",
@@ -83,6 +84,7 @@ class TestResult:
     expected: str | None = None  # the reason of the known divergence that matched
     divergence: str | None = None  # that entry's key
     observed: str = ""  # what the matched violation showed
+    seed: int | None = None  # the test's seed (PROP_SEED)
 
     @property
     def column(self) -> str:
@@ -93,7 +95,7 @@ class TestResult:
             nodeid=self.nodeid, claim=self.claim, params=freeze(self.params), column=self.column,
             verdict=self.verdict, reason=self.reason, evidence=freeze(self.evidence), repro=self.repro,
             duration_s=round(self.duration, 4), expected=self.expected, divergence=self.divergence,
-            observed=self.observed,
+            observed=self.observed, seed=self.seed,
         )
 
 
@@ -119,6 +121,8 @@ class Collector:
             result.reason = ""  # the worse phase explains the verdict
         if verdict != HOLDS and not result.reason:
             result.reason = _reason(report)
+        if props.get(PROP_SEED) is not None:
+            result.seed = int(props[PROP_SEED])
         if props.get(PROP_EVIDENCE):
             result.evidence = json.loads(props[PROP_EVIDENCE])
         if props.get(PROP_EXPECTED):
@@ -240,14 +244,25 @@ def with_counts(report: Report) -> Report:
     tests = dict.fromkeys(VERDICTS, 0)
     claims = dict.fromkeys(VERDICTS, 0)
     expected = {"tests": 0, "claims": 0}
+    inconclusive = {"tests": 0, "comparisons": 0}  # comparisons whose bound accepted a wrong answer
     for entry in report.claims.values():
         claims[entry.verdict] += 1
         expected["claims"] += bool(entry.expected)
         for test in entry.tests:
             tests[test.verdict] += 1
             expected["tests"] += bool(test.expected)
+            found = inconclusive_count(test.evidence)
+            inconclusive["tests"] += bool(found)
+            inconclusive["comparisons"] += found
     columns = sorted({col for e in report.claims.values() for col in e.columns})
-    return report.replace(counts={"tests": tests, "claims": claims, "expected": expected}, columns=tuple(columns))
+    counts = {"tests": tests, "claims": claims, "expected": expected, "inconclusive": inconclusive}
+    return report.replace(counts=counts, columns=tuple(columns))
+
+
+def inconclusive_count(evidence: Mapping[str, Any] | None) -> int:
+    """How many of a test's comparisons could not have failed (evidence.inconclusive)."""
+    found = (evidence or {}).get("inconclusive") or {}
+    return sum(int(e.get("count", 1)) for e in found.values() if isinstance(e, Mapping))
 
 
 def margins_of(test: Mapping[str, Any]) -> dict[str, float]:
@@ -348,6 +363,10 @@ def matrix_lines(doc: Mapping[str, Any], width: int = 120, max_rows: int = 40) -
     lines += textwrap.wrap(note, width)
     lines.append(count_line("tests", doc["counts"]["tests"], doc["counts"]["expected"]["tests"]))
     lines.append(count_line("claims", doc["counts"]["claims"], doc["counts"]["expected"]["claims"]))
+    vacuous = doc["counts"].get("inconclusive") or {}
+    if vacuous.get("comparisons"):
+        lines.append(f"inconclusive: {vacuous['comparisons']} comparisons in {vacuous['tests']} tests had a bound "
+                     "that accepts a wrong answer (zeros, a NaN, the sign flip): not counted as checks")
     return lines
 
 
@@ -384,6 +403,8 @@ def environment(settings_dict: Mapping[str, Any], versions: Mapping[str, str], d
                 gpu: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The stack of a run. ``gpu`` is :func:`pytest_dlconform.devices.gpu_details` of the GPUs
     this run found (the ones CUDA_VISIBLE_DEVICES leaves), so the report and the header agree."""
+    from .fingerprint import suite_hash
+
     gpu = gpu or {"gpus": [], "driver": None, "cuda": None}
     return {
         "python": sys.version.split()[0],
@@ -401,6 +422,8 @@ def environment(settings_dict: Mapping[str, Any], versions: Mapping[str, str], d
         "profile": settings_dict.get("profile"),
         "seed": settings_dict.get("seed"),
         "settings": dict(settings_dict),
+        # the claim registry and suites this run judged with (fingerprint.py; compare warns on a difference)
+        "suite_hash": suite_hash(),
     }
 
 

@@ -1,15 +1,19 @@
-"""Around each claim test: seeds derived from the run seed and the node id, the test's
-device as the default one, its evidence recorder, and a check that it left global
-framework state (and Python's and numpy's random state) as it found it."""
+"""Around each claim test: seeds derived from the run seed and the test's identity inside
+the package (:mod:`.identity`, never the install path), the test's device as the default
+one, its evidence recorder, and a check that it left global framework state (and Python's
+and numpy's random state) as it found it."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
+import os
 import random
 import shlex
 import sys
-import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -18,6 +22,7 @@ from .. import claims as registry
 from .. import evidence, results
 from .. import settings as opts
 from ..frameworks import HarnessError, adapter, state_diff
+from . import identity
 from .collection import ITEM_KEY
 
 EVIDENCE_KEY = pytest.StashKey[evidence.Recorder]()
@@ -33,8 +38,29 @@ class Guard:
     if TYPE_CHECKING:
         def _params(self, item: pytest.Item) -> dict[str, str]: ...  # Collection's
 
+    def test_identity(self, node: pytest.Item) -> str:
+        """The test inside the package (``suites/data/test_tfdata.py::test_x[tf-cpu]``, a
+        checkout's node id), wherever the package, the rootdir or the user's files are: what
+        its seeds and hypothesis examples come from."""
+        path = getattr(node, "path", None)
+        resolved = Path(os.path.realpath(path)) if path is not None else None
+        return identity.claim_identity(node.nodeid, resolved, _suites_dirs())
+
     def test_seed(self, node: pytest.Item) -> int:
-        return zlib.crc32(f"{self.settings.seed}:{node.nodeid}".encode()) & 0x7FFFFFFF
+        return identity.claim_seed(self.settings.seed, self.test_identity(node))
+
+    def pin_examples(self, node: pytest.Item) -> None:
+        """Key a claim test's hypothesis examples by its identity, not its node id.
+
+        Hypothesis's pytest plugin gives each parametrized test its node id as extra digest
+        (``_hypothesis_internal_add_digest``, set in its ``pytest_runtest_call``), and the
+        digest seeds a derandomized run (ci, thorough) and keys the example database: the
+        examples moved with the install path. Called from ``pytest_pyfunc_call``, after that."""
+        obj = getattr(node, "obj", None)
+        inner = getattr(getattr(obj, "hypothesis", None), "inner_test", None)
+        if inner is None or not getattr(obj, "is_hypothesis_test", False) or node.stash.get(ITEM_KEY, None) is None:
+            return
+        inner._hypothesis_internal_add_digest = identity.hypothesis_key(self.test_identity(node))
 
     @contextlib.contextmanager
     def guard(self, node: pytest.Item) -> Iterator[None]:
@@ -42,6 +68,9 @@ class Guard:
         if info is None:
             yield
             return
+        seed = self.test_seed(node)
+        if all(name != results.PROP_SEED for name, _ in node.user_properties):
+            node.user_properties.append((results.PROP_SEED, seed))  # on every phase's report: the report's "seed"
         if info.problem:
             raise HarnessError(info.problem)
         if info.not_applicable:
@@ -49,7 +78,7 @@ class Guard:
         loaded = [fw for fw in opts.FRAMEWORK_CHOICES if fw in sys.modules]
         before = {fw: adapter(fw).snapshot() for fw in loaded}
         rng = (random.getstate(), _numpy_state())
-        self._seed_everything(self.test_seed(node), loaded)
+        self._seed_everything(seed, loaded)
         claim = registry.get(info.claim)
         declared = claim.modes if claim else None
         with evidence.recording(declared) as recorder, self._device_scope(info.params.get("device"), loaded):
@@ -107,6 +136,18 @@ class Guard:
             " ".join(parts) + f"  # test seed {self.test_seed(item)}; hypothesis prints the falsifying "
             "example above and, in the ci/thorough profiles, a @reproduce_failure blob"
         )
+
+
+@functools.cache
+def _suites_dirs() -> tuple[Path, ...]:
+    """The folders of the ``pytest_dlconform.suites`` package as imported here (the checkout's
+    ``suites/`` under an editable install, ``site-packages/pytest_dlconform/suites`` from a wheel)."""
+    try:
+        spec = importlib.util.find_spec("pytest_dlconform.suites")
+    except (ImportError, ValueError):
+        return ()
+    locations = (spec.submodule_search_locations or []) if spec is not None else []
+    return tuple(Path(os.path.realpath(p)) for p in locations)
 
 
 def _numpy_state() -> Any:
