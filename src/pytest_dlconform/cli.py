@@ -1,9 +1,11 @@
 """The ``dlconform`` console script.
 
+    dlconform --version                  this package's version and the installed frameworks' versions
     dlconform claims [GLOB ...]          print the claims ledger (--format text|markdown|json)
     dlconform claims --check [SUITES]    check that suites and claim registry agree
     dlconform run [PYTEST ARGS]          run the shipped suites (pytest --pyargs pytest_dlconform.suites)
     dlconform compare OLD.json NEW.json  upgrade check: exit 1 on a regressed claim, 2 on unusable input
+                                         (--format text|markdown|json)
     dlconform html REPORT.json OUT.html  render a JSON report as the HTML matrix
     dlconform modes REPORT.json [--check] the documented modes a run checked, per claim (modes.py)
     dlconform repro NODEID [--report R.json] [--out FILE]
@@ -12,6 +14,8 @@
                                          run the suites N+M times with random seeds (soak.py)
     dlconform mutate [--area A] [--mutant NAME ...] [--sample N --seed S] [-n 2]
                                          the mutation score: the suites against framework mutants (mutants/)
+
+A bare ``dlconform`` prints the help and exits 0: asking what the tool does is not an error.
 """
 
 from __future__ import annotations
@@ -21,74 +25,155 @@ import sys
 from collections.abc import Sequence
 
 SUITES_PACKAGE = "pytest_dlconform.suites"
+EXIT_USAGE = 4  # as pytest's usage error: a claim glob that matches nothing
+
+# The subcommands that hand their arguments to a parser of their own (or to pytest).
+DELEGATED = ("run", "soak", "mutate", "modes", "repro")
+
+RUN_PREFACE = """\
+dlconform run [PYTEST ARGS]: pytest, with the conformance suites this package ships.
+
+What it adds to a plain `pytest` run:
+  - the packaged suites: it runs `pytest --pyargs pytest_dlconform.suites` (narrow it with
+    --dl-claims 'autodiff.*' or -k), without pytest's cache folder;
+  - the shipped known-divergences file as the default --dl-divergences: the framework bugs
+    this package reproduced become expected failures (xfail, with the reason) as long as
+    they show exactly the recorded symptom; --dl-divergences, DLCONFORM_DIVERGENCES or a
+    dl_divergences ini key still choose another file.
+Like any run with the plugin it ends with the conformance matrix; --dl-report R.json and
+--dl-html R.html write the JSON report and the HTML page (`dlconform compare`, `dlconform
+html` read the report). Every argument goes to pytest; the --dl-* options are in the
+"deep-learning conformance" group below.
+
+pytest's own help follows.
+
+"""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlconform", description="pytest-dlconform: deep-learning framework conformance")
-    sub = parser.add_subparsers(dest="command", required=True)
-    claims = sub.add_parser("claims", help="print the claims ledger")
-    claims.add_argument("globs", nargs="*", default=["*"], help="claim-id globs, e.g. 'autodiff.*'")
-    claims.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    parser = argparse.ArgumentParser(
+        prog="dlconform", description="pytest-dlconform: conformance suites for the documented behaviour of "
+        "TensorFlow and PyTorch, and the tools around their reports.",
+        epilog="`dlconform COMMAND --help` describes a command; `dlconform run --help` also lists the --dl-* options.")
+    parser.add_argument("--version", action="store_true",
+                        help="print the version of pytest-dlconform and of the installed frameworks, then exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    claims = sub.add_parser("claims", help="list the claims the suites check (statement, source, frameworks), or "
+                                           "check that every test names a registered claim",
+                            description="Print the claims ledger: each claim's precise statement, where it comes "
+                                        "from and which frameworks it concerns. Exit status 4 when a glob matches "
+                                        "no claim id.")
+    claims.add_argument("globs", nargs="*", default=["*"], help="claim-id globs, e.g. 'autodiff.*' (default: all)")
+    claims.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     claims.add_argument("--check", nargs="?", const="", metavar="SUITES",
                         help="instead of printing, check statically that every suite test names a registered claim "
                              "and every registered claim is checked by a test (default: the installed suites)")
-    run = sub.add_parser("run", help="run the shipped conformance suites; extra arguments go to pytest")
-    run.add_argument("pytest_args", nargs=argparse.REMAINDER)
-    cmp = sub.add_parser("compare", help="compare two JSON reports (upgrade check)",
+    sub.add_parser("run", help="run the shipped conformance suites; every further argument goes to pytest "
+                               "(`dlconform run --help`)", add_help=False)
+    cmp = sub.add_parser("compare", help="compare two JSON reports: the upgrade check (exit 1 on a regressed claim)",
                          description="Exit status: 0 no regression, 1 a claim regressed (held, now violated) or held and "
                                      "now errors, 2 unusable input.")
     cmp.add_argument("old", help="the earlier JSON report (--dl-report)")
     cmp.add_argument("new", help="the later JSON report")
-    cmp.add_argument("--format", choices=("text", "markdown"), default="text", help="what to print on stdout")
+    cmp.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                     help="what to print on stdout (json: the comparison as data, for scripts)")
     cmp.add_argument("--markdown-file", metavar="PATH",
                      help="also append the Markdown summary to PATH (e.g. \"$GITHUB_STEP_SUMMARY\")")
     cmp.add_argument("--threshold", type=float, default=None, metavar="FRACTION",
                      help="report a margin that grew by at least this fraction of the tolerance (default 0.25)")
     cmp.add_argument("--known-divergences", metavar="TOML", help="known-divergences file applied to the new report")
     cmp.add_argument("--fail-on-drift", action="store_true", help="exit 1 on evidence drift too")
-    sub.add_parser("mutate", help="the mutation score (mutants/runner.py)", add_help=False)
-    sub.add_parser("modes", help="the documented modes a JSON report checked, per claim (modes.py)", add_help=False)
-    sub.add_parser("repro", help="print the standalone script that reproduces a violated test (repro.py)", add_help=False)
     page = sub.add_parser("html", help="render a JSON report as a self-contained HTML page")
-    page.add_argument("report")
-    page.add_argument("output")
+    page.add_argument("report", help="the JSON report of a run (--dl-report)")
+    page.add_argument("output", help="the HTML file to write (replaced if it exists)")
+    sub.add_parser("modes", help="the documented modes a JSON report checked, per claim (--check: exit 1 on a mode "
+                                 "left unchecked)", add_help=False)
+    sub.add_parser("repro", help="print the standalone script that reproduces a violated test", add_help=False)
+    sub.add_parser("soak", help="run the suites many times with fresh random examples; each unexpected failure "
+                                "comes with the command that reproduces it", add_help=False)
+    sub.add_parser("mutate", help="the mutation score: run the suites against deliberately broken frameworks",
+                   add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["run"]:
-        # Everything after "run" belongs to pytest, options included (argparse's REMAINDER
-        # refuses a leading "-n 2").
-        return _run(argv[1:])
-    if argv[:1] == ["soak"]:
-        from . import soak
-
-        return soak.main(argv[1:])
-    if argv[:1] == ["mutate"]:
-        from .mutants import runner
-
-        return runner.main(argv[1:])
-    if argv[:1] == ["modes"]:
-        from . import modes
-
-        return modes.main(argv[1:])
-    if argv[:1] == ["repro"]:
-        from . import repro
-
-        return repro.main(argv[1:])
-    args = _parser().parse_args(argv)
+    if argv[:1] and argv[0] in DELEGATED:
+        # Everything after "run" belongs to pytest, options included (argparse would refuse a
+        # leading "-n 2"); the others parse their own arguments.
+        return _delegate(argv[0], argv[1:])
+    parser = _parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.version:
+        sys.stdout.write(version_text())
+        return 0
+    if args.command in DELEGATED:  # reached only with an option before it
+        return _delegate(args.command, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command is None:
+        parser.print_help(sys.stdout)
+        return 0
     if args.command == "claims":
-        from . import ledger
-
-        if args.check is not None:
-            return ledger.print_coverage(args.check or None)
-        return ledger.print_ledger(args.globs, fmt=args.format)
+        return _claims(args)
     if args.command == "compare":
         return _compare(args)
-    if args.command == "html":
-        return _html(args)
-    return _run(args.pytest_args)
+    return _html(args)
+
+
+def _delegate(command: str, argv: list[str]) -> int:
+    if command == "run":
+        return _run(argv)
+    if command == "soak":
+        from . import soak
+
+        return soak.main(argv)
+    if command == "mutate":
+        from .mutants import runner
+
+        return runner.main(argv)
+    if command == "modes":
+        from . import modes
+
+        return modes.main(argv)
+    from . import repro
+
+    return repro.main(argv)
+
+
+def version_text() -> str:
+    """This package's version and the frameworks' versions, from installed metadata only
+    (importing a framework takes seconds and may fail; the version must not)."""
+    from importlib import metadata
+
+    from . import __version__
+    from .settings import FRAMEWORK_CHOICES, framework_version
+
+    def dist(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    lines = [f"pytest-dlconform {dist('pytest-dlconform') or __version__} (Python {sys.version.split()[0]})"]
+    versions = {fw: framework_version(fw) for fw in FRAMEWORK_CHOICES}
+    versions.update({name: dist(name) for name in ("keras", "pytest", "hypothesis")})
+    lines += [f"{name} {version or 'not installed'}" for name, version in versions.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _claims(args: argparse.Namespace) -> int:
+    from . import claims as registry
+    from . import ledger
+
+    if args.check is not None:
+        return ledger.print_coverage(args.check or None)
+    unmatched = registry.unmatched(args.globs)
+    if unmatched:
+        glob = unmatched[0]
+        sys.stderr.write(f"dlconform claims: {glob!r} matches no registered claim id; {registry.no_match_hint(glob)}\n")
+        return EXIT_USAGE
+    return ledger.print_ledger(args.globs, fmt=args.format)
 
 
 def _run(pytest_args: Sequence[str]) -> int:
@@ -101,6 +186,9 @@ def _run(pytest_args: Sequence[str]) -> int:
     # The packaged known divergences become --dl-divergences's default (settings._divergences),
     # so a flag, the environment variable or an ini key the user set still decides.
     os.environ[PACKAGED_DIVERGENCES_VAR] = "1"
+    if "-h" in pytest_args or "--help" in pytest_args:
+        sys.stdout.write(RUN_PREFACE)
+        sys.stdout.flush()
     return int(pytest.main(["--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider", *pytest_args]))
 
 
@@ -116,7 +204,8 @@ def _compare(args: argparse.Namespace) -> int:
     except compare.UnusableReport as exc:
         sys.stderr.write(f"dlconform compare: {exc}\n")
         return compare.EXIT_UNUSABLE
-    sys.stdout.write(compare.to_markdown(result) if args.format == "markdown" else compare.to_text(result))
+    formats = {"markdown": compare.to_markdown, "json": compare.to_json, "text": compare.to_text}
+    sys.stdout.write(formats[args.format](result))
     if args.markdown_file:
         try:
             with open(args.markdown_file, "a", encoding="utf-8") as fh:

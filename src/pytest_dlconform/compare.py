@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import divergences as known
-from . import results
+from . import fingerprint, results
 from .report import Report, as_report
 
 EXIT_OK, EXIT_REGRESSED, EXIT_UNUSABLE = 0, 1, 2
@@ -180,6 +180,27 @@ def _environment_notes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
     return notes
 
 
+def suite_warnings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """One line when the reports were judged by different claims and suites (fingerprint.py),
+    or when a report does not say (written before reports recorded it)."""
+    key = fingerprint.ENV_KEY
+    a, b = old.get(key), new.get(key)
+    missing = [side for side, value in (("old", a), ("new", b)) if not value]
+    if missing:
+        which = "neither report records" if len(missing) == 2 else f"the {missing[0]} report does not record"
+        return [f"{which} which suites it ran (written by an older pytest-dlconform): "
+                "cannot tell whether both were judged by the same claims and tests"]
+    if a != b:
+        return [f"the reports come from different suite versions (claims and suites {_short(a)} vs {_short(b)}): "
+                "a changed verdict may come from a changed test, not from the framework"]
+    return []
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text[: text.index(":") + 13] if ":" in text else text[:12]
+
+
 def normalized_nodeid(nodeid: str, device: str | None) -> str:
     """Node id without the folders above ``suites/`` and, if given, without the device id."""
     path, sep, rest = nodeid.partition("::")
@@ -256,6 +277,7 @@ class Comparison:
     threshold: float = DEFAULT_DRIFT
     unchanged: dict[str, int] = field(default_factory=dict)  # matched tests with the same verdict, by verdict
     claims: list[ClaimRow] = field(default_factory=list)  # every shared claim, side by side
+    warnings: list[str] = field(default_factory=list)  # e.g. the reports were judged by different suites
 
     @property
     def exit_code(self) -> int:
@@ -290,6 +312,7 @@ def compare(old: Report | Mapping[str, Any], new: Report | Mapping[str, Any], *,
     result = Comparison(
         results.environment_line(old["environment"]), results.environment_line(new["environment"]),
         scope, len(shared), threshold=threshold, divergences=known.status_lines(statuses),
+        warnings=suite_warnings(old["environment"], new["environment"]),
     )
     for claim in sorted(claims_new - claims_old):
         result.appeared.append(_presence(claim, cells_new, "new"))
@@ -512,6 +535,7 @@ def to_text(c: Comparison) -> str:
            f"  compared: {c.shared_claims} claim(s) both ran; frameworks {_frameworks(c)}; "
            f"{_devices(c)}; drift threshold {c.threshold:g} of the tolerance",
            f"  unchanged: {_unchanged(c)}"]
+    out += [f"  warning: {w}" for w in c.warnings]
     out += [f"  note: {n}" for n in c.scope.notes]
     out += [f"  {line}" for line in c.divergences]
     for attr, title in SECTIONS:
@@ -537,6 +561,7 @@ def to_markdown(c: Comparison) -> str:
            f"- **old:** {_md(c.old_env)}", f"- **new:** {_md(c.new_env)}",
            f"- **compared:** {c.shared_claims} claim(s) both ran; frameworks {_frameworks(c)}; "
            f"{_devices(c)}; drift threshold {c.threshold:g} of the tolerance", f"- **unchanged:** {_unchanged(c)}"]
+    out += [f"- **warning:** {_md(w)}" for w in c.warnings]
     out += [f"- note: {_md(n)}" for n in c.scope.notes]
     out += [f"- {_md(line)}" for line in c.divergences]
     for attr, title in SECTIONS:
@@ -553,6 +578,46 @@ def to_markdown(c: Comparison) -> str:
                    f"{results.format_margin(row.new_margin) or '-'} |")
     out += ["", "</details>"]
     return "\n".join(out) + "\n"
+
+
+JSON_SCHEMA = "dlconform-compare"
+JSON_SCHEMA_VERSION = 1
+
+
+def _change_dict(change: Change) -> dict[str, Any]:
+    return {"claim": change.claim, "cell": change.column, "old": change.old, "new": change.new,
+            "detail": change.detail, "tests": list(change.tests)}
+
+
+def _margin(value: float | str | None) -> float | str | None:
+    """JSON has no infinity or NaN: those as the strings the report itself uses."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    return value
+
+
+def to_dict(c: Comparison) -> dict[str, Any]:
+    """The comparison as plain data (``dlconform compare --format json``): the headline, every
+    section of verdict changes, the scope, and each shared claim's verdict before and after."""
+    doc: dict[str, Any] = {
+        "schema": JSON_SCHEMA, "schema_version": JSON_SCHEMA_VERSION,
+        "headline": _headline(c), "exit_code": c.exit_code,
+        "old": c.old_env, "new": c.new_env,
+        "scope": {"frameworks": list(c.scope.frameworks), "devices": list(c.scope.devices),
+                  "across_devices": c.scope.across_devices, "shared_claims": c.shared_claims},
+        "threshold": _margin(c.threshold), "warnings": list(c.warnings), "notes": list(c.scope.notes),
+        "divergences": list(c.divergences),
+        "unchanged": {v: c.unchanged[v] for v in results.VERDICTS if v in c.unchanged},
+    }
+    for attr, _ in SECTIONS:
+        doc[attr] = [_change_dict(ch) for ch in getattr(c, attr)]
+    doc["claims"] = [{"claim": row.claim, "old": row.old, "new": row.new,
+                      "old_margin": _margin(row.old_margin), "new_margin": _margin(row.new_margin)} for row in c.claims]
+    return doc
+
+
+def to_json(c: Comparison) -> str:
+    return json.dumps(to_dict(c), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def run(old_path: str, new_path: str, *, threshold: float = DEFAULT_DRIFT,

@@ -257,6 +257,13 @@ def _claims(raw: Raw | None) -> tuple[str, ...]:
     globs = _split(raw[0])
     if not globs:
         raise _bad(CLAIMS, raw, "no claim glob given", "pass e.g. 'autodiff.*' or 'autodiff.*,execution.function.*'")
+    # A test names a registered claim id or is an error (there is no user claim file), so a
+    # glob that matches no registered id selects nothing in any suite: a typo, said up front.
+    from . import claims as registry
+
+    unmatched = registry.unmatched(globs)
+    if unmatched:
+        raise _bad(CLAIMS, raw, f"{unmatched[0]!r} matches no registered claim id", registry.no_match_hint(unmatched[0]))
     return tuple(globs)
 
 

@@ -154,6 +154,7 @@ def test_markdown_and_json_ledgers(capsys: pytest.CaptureFixture[str]) -> None:
     assert "| `autodiff.graph.implicit` |" in md and "**imprecise**" in md
 
 
-def test_no_matching_claim_exits_one(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["claims", "nothing.matches.this"]) == 1
-    assert capsys.readouterr().out == "0 claims\n"
+def test_no_matching_claim_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["claims", "nothing.matches.this"]) == 4  # as --dl-claims: see tests/unit/test_cli.py
+    captured = capsys.readouterr()
+    assert captured.out == "" and "'nothing.matches.this' matches no registered claim id" in captured.err

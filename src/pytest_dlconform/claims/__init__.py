@@ -128,3 +128,64 @@ def get(claim_id: str) -> Claim | None:
 def matching(globs: Iterable[str]) -> list[Claim]:
     patterns = list(globs)
     return [c for c in registry().values() if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
+
+
+# ------------------------------------------------------------------ selection: globs that match nothing
+
+_WILDCARDS = "*?["
+
+
+def unmatched(globs: Iterable[str], ids: Iterable[str] | None = None) -> list[str]:
+    """The globs (in order) that match no claim id of ``ids`` (default: the registry's)."""
+    known = list(registry() if ids is None else ids)
+    return [p for p in globs if not any(fnmatch.fnmatchcase(cid, p) for cid in known)]
+
+
+def closest(pattern: str, ids: Iterable[str] | None = None, n: int = 3) -> list[str]:
+    """Claim ids (or, for a glob, an id glob) a pattern that matches nothing probably meant.
+
+    :func:`difflib.get_close_matches` over the ids, and for a glob also the ids sharing the
+    longest prefix with its literal part (``autodif.*`` -> ``autodiff.*`` when many share it)."""
+    import difflib
+
+    known = list(registry() if ids is None else ids)
+    if pattern != pattern.lower() and not unmatched([pattern.lower()], known):
+        return [pattern.lower()]  # claim ids are lower case
+    pattern = pattern.lower()
+    found = difflib.get_close_matches(pattern, known, n=n, cutoff=0.6)
+    cut = min((pattern.index(c) for c in _WILDCARDS if c in pattern), default=None)
+    if cut is not None:
+        literal = pattern[:cut]
+        stripped = "".join(ch for ch in pattern if ch not in _WILDCARDS)
+        found += [c for c in difflib.get_close_matches(stripped, known, n=n, cutoff=0.75) if c not in found]
+        shared = max((_common(literal, cid) for cid in known), default=0)
+        if shared:
+            group = [cid for cid in known if _common(literal, cid) == shared]
+            if len(group) > n:
+                prefix = _prefix_of(group)
+                head = prefix[: prefix.rfind(".") + 1] if "." in prefix else prefix
+                found.append(f"{head}*" if head else group[0])
+            else:
+                found += group
+    return list(dict.fromkeys(found))[: n + 1]
+
+
+def _common(a: str, b: str) -> int:
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _prefix_of(ids: list[str]) -> str:
+    first = ids[0]
+    return first[: min(_common(first, other) for other in ids)]
+
+
+def no_match_hint(pattern: str, ids: Iterable[str] | None = None) -> str:
+    """Why ``pattern`` selects nothing and what to try instead, in one line."""
+    near = closest(pattern, ids)
+    if near:
+        return f"did you mean {', '.join(repr(x) for x in near)}? (`dlconform claims` lists every claim id)"
+    areas = ", ".join(f"'{a}.*'" for a in AREAS)
+    return f"a claim id starts with its area ({areas}); `dlconform claims` lists every claim id"
