@@ -1,8 +1,8 @@
 """A Keras model of a user's shape: two inputs, a custom layer, layer and batch normalisation, dropout.
 
-`--dl-model examples.keras_user:two_tower`. The layers take no dtype: they follow Keras's
-global dtype policy, which is how the plugin builds the model in float64 (gradient check)
-and mixed_float16 (mixed precision claims).
+`--dl-model examples.keras_user:two_tower`. The layers and inputs take no dtype: they follow
+Keras's global dtype policy and floatx, which is how the plugin builds the model in float64,
+inputs included (gradient check), and mixed_float16 (mixed precision claims).
 """
 
 from __future__ import annotations

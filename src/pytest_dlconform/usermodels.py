@@ -350,16 +350,17 @@ class ModelHandle:
     timeout: float
 
     def build(self, dtype: str = "float32", *, seed: int | None = None) -> UserModel:
-        """A fresh model from the factory (the framework seeded with ``seed`` first, if given)."""
+        """A fresh model from the factory (the framework seeded with ``seed`` first, if given),
+        built with every global dtype knob of the framework set for ``dtype``
+        (``checks.usermodel.dtype_scope``: Keras's dtype policy and floatx, so that
+        ``keras.Input`` is float64 too in a float64 build; torch's default dtype). A caller
+        that runs the model in that precision runs it in the same scope."""
         from .checks import usermodel as ops
 
         ad = ops.adapter_for(self.framework)
         if seed is not None:
             ad.seed(seed)
-        if self.framework == "tensorflow":  # Keras: built under the dtype policy (float64, mixed_float16)
-            with ops.keras_policy(dtype):
-                um = call_factory(resolve(self.ref), device=self.device, dtype=dtype)
-        else:
+        with ops.dtype_scope(self.framework, dtype):
             um = call_factory(resolve(self.ref), device=self.device, dtype=dtype)
         if framework_of(um.model) != self.framework:
             raise ModelError(f"--dl-model {self.ref!r} built a {framework_of(um.model)} model now, "

@@ -224,8 +224,27 @@ _ELEM = {"float32": "tensor(float)", "float64": "tensor(double)", "int32": "tens
 
 
 def _onnx_signature(spec: rt.ModelSpec, batch: str = "batch") -> dict[str, Any]:
+    """What torch.onnx.export documents: graph inputs and outputs named by ``input_names`` /
+    ``output_names`` ('names to assign to the input nodes of the graph, in order'), static
+    dimensions 'set to exactly match those given in args', and the dynamic one symbolic. Its
+    name is documented for ``dynamic_axes`` only ('dict value: manually named axes', dynamo=False);
+    with ``dynamic_shapes`` (dynamo=True) pass ``rt.DYNAMIC``: any symbolic name."""
     return {"inputs": [["x", _ELEM[spec.input_dtype], [batch, *spec.input_shape]]],
             "outputs": [["y", _ELEM[spec.dtype], [batch, *spec.output_shape]]]}
+
+
+def _note_initializers(loaded: Any, state: dict[str, np.ndarray], dynamo: bool) -> dict[str, int]:
+    """Evidence, never a verdict: how many ONNX initializers keep a state_dict name, and how many
+    of those hold that tensor bitwise. torch.onnx.export documents no naming of initializers;
+    its optimiser (optimize=True, the default) folds constants, e.g. a BatchNorm into the
+    preceding Linear under the Linear's names. The documented promise is the outputs."""
+    stored = loaded.initializers()
+    named = sorted(k for k in stored if k in state)
+    same = [k for k in named if stored[k].shape == state[k].shape and np.array_equal(stored[k], state[k])]
+    counts = {"state_dict entries": len(state), "initializers by a state_dict name": len(named),
+              "of those, bitwise the state_dict tensor": len(same)}
+    evidence.note(**{f"onnx dynamo={dynamo}: {k}": v for k, v in counts.items()})
+    return counts
 
 
 @pytest.mark.claim("export.onnx.roundtrip")
@@ -239,14 +258,10 @@ def test_onnx_runtime_matches_torch_within_tolerance(torch, tmp_path, dl_setting
         example = _example(torch, module, spec, example_batch, seed + 1)
         art = rt.export_artifact(trip.path("onnx"), "onnx", _onnx_writer(torch, module, example, dynamo=dynamo))
         expected = rt.Expected([{"y": o["output_0"]} for o in _eager(_onnx_stated(torch, module), inputs)], None,
-                               _onnx_signature(spec), tol=rt.model_tolerance(spec),
-                               scales=rt.magnitudes(spec, inputs, "torch"))
+                               _onnx_signature(spec, batch=rt.DYNAMIC if dynamo else "batch"),
+                               tol=rt.model_tolerance(spec), scales=rt.magnitudes(spec, inputs, "torch"))
         loaded = trip.check(art, inputs, expected, what=f"ONNX (dynamo={dynamo}) of {spec.describe()}")
-        # Per named tensor: every initializer that keeps a state_dict name holds that tensor, bitwise.
-        state, stored = rt.torch_state(module), loaded.initializers()
-        named = {k: v for k, v in stored.items() if k in state}
-        rt.assert_same_state(named, {k: state[k] for k in named}, what=f"ONNX (dynamo={dynamo}) initializers by name")
-        evidence.note(**{f"onnx dynamo={dynamo}: state_dict tensors stored under their own name": f"{len(named)}/{len(state)}"})
+        _note_initializers(loaded, rt.torch_state(module), dynamo)
 
     coverage = _coverage(dl_seed, float64_without=ORT_FLOAT_ONLY)
     for spec in coverage:  # every layer kind and activation, by construction, through both exporters

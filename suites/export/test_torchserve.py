@@ -35,6 +35,8 @@ def _archive_model(torch: Any, spec: rt.ModelSpec, name: str, work: Path, store:
     # The seed's command has no --export-path: the archive lands in the working folder.
     landed = serving.archive(name, art.main, handler, [config], export_path=None if like_the_seed else store, cwd=folder)
     if like_the_seed:
+        # torch-model-archiver --help, --export-path: "If --export-path is not specified, the file will be
+        # saved in the current working directory."
         assert landed.parent == folder and not (store / landed.name).exists(), "archiver wrote outside the working folder"
         evidence.note(seed_archive_lands_in="the working folder, not the model store")
         landed = landed.rename(store / landed.name)  # the fix: the model store is where --models looks

@@ -103,10 +103,11 @@ def test_export_round_trip(dl_model, fmt, dl_seed, tmp_path, dl_settings):
     what = f"{fmt} round trip of {dl_model.describe()}"
     try:
         art = rt.export_artifact(tmp_path / fmt, fmt, lambda p: ops.write_artifact(fmt, um.model, inputs, p))
-    except rt.ArtifactError as exc:
-        if exc.step.startswith("export: write"):
-            not_applicable(f"the {fmt} exporter refuses this model: {exc.problem}")
-        raise
+    except rt.WriteFailed as exc:  # only the format's documented refusal is not applicable (ops.FORMAT_REFUSALS)
+        reason = ops.refusal_reason(ops.FORMAT_REFUSALS[fmt], exc.__cause__) if exc.__cause__ else None
+        if reason is None:
+            raise
+        not_applicable(f"the {fmt} exporter refuses this model: {reason}")
     seed = dl_seed + 1  # a state_dict is loaded into a model with other weights
     names = ops.input_names(um.model, len(inputs)) if dl_model.framework == "tensorflow" else None
     outs, state = ops.load_and_run(fmt, str(art.main), inputs, dl_model.ref, seed, dl_model.device, names)

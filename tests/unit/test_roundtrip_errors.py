@@ -1,9 +1,9 @@
 """The round-trip helper on bad input, and its oracles on wrong data. numpy only, no framework.
 
-Bad input: a target that exists, a missing or unwritable folder, a writer that fails half
-way or writes nothing, a truncated, corrupted, incomplete or foreign artifact. Each must
-raise ArtifactError naming the step and the file, and leave nothing that could pass for a
-good artifact. Oracles: each one passes the right data and fails a deliberately wrong one
+Bad input: a target that exists, a missing or unwritable folder, a truncated, corrupted,
+incomplete or foreign artifact: each must raise ArtifactError naming the step and the file;
+a writer that fails half way or writes nothing raises WriteFailed (a violation). None may
+leave anything that could pass for a good artifact. Oracles: each one passes the right data and fails a deliberately wrong one
 with a message that says what differs.
 """
 
@@ -88,15 +88,18 @@ def test_a_writer_failing_half_way_leaves_nothing_behind(tmp_path):
         path.write_bytes(b"partial")
         raise OSError("disk full")
 
-    with pytest.raises(rt.ArtifactError, match=r"step 'export: write onnx' on .*model/model\.onnx: OSError: disk full"):
+    # The saver failing is a violation (WriteFailed, an AssertionError), not a harness error.
+    with pytest.raises(rt.WriteFailed,
+                       match=r"step 'export: write onnx' on .*model/model\.onnx: the writer raised OSError: disk full"):
         rt.export_artifact(tmp_path / "model", "onnx", half_then_fail)
     assert _leftovers(tmp_path) == []  # neither the target nor the staging folder
 
 
-def test_a_writer_that_writes_nothing_is_an_error(tmp_path):
-    with pytest.raises(rt.ArtifactError, match="the writer returned without writing it"):
+def test_a_writer_that_writes_nothing_is_a_violation(tmp_path):
+    with pytest.raises(rt.WriteFailed, match="the writer returned without writing it") as info:
         rt.export_artifact(tmp_path / "model", "onnx", lambda p: None)
-    with pytest.raises(rt.ArtifactError, match="the writer returned without writing it"):
+    assert isinstance(info.value, AssertionError) and not isinstance(info.value, HarnessError)
+    with pytest.raises(rt.WriteFailed, match="the writer returned without writing it"):
         rt.export_artifact(tmp_path / "empty-dir", "savedmodel", lambda p: None)  # a folder format, left empty
     assert _leftovers(tmp_path) == []
 

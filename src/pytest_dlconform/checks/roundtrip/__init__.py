@@ -39,6 +39,7 @@ from .errors import (
     RoundTripMismatch,
     SignatureMismatch,
     StateMismatch,
+    WriteFailed,
 )
 from .fresh_batch import FRESH_MAIN, FreshBatch, FreshResult, fresh_main
 from .fresh_batch import _key as _key  # used by checks.usermodel
@@ -95,7 +96,7 @@ __all__ = [
     "TORCH_BN_EPS", "TORCH_LN_EPS",
     "Artifact", "ArtifactError", "Expected", "FreshBatch", "FreshResult", "Int8Tensor", "Layer", "LoadFailed", "Loaded",
     "ModelSpec", "NotQuantised", "OutputMismatch", "QuantisationBoundExceeded", "QuantisedWeightsMismatch", "RoundTrip",
-    "RoundTripMismatch", "SignatureMismatch", "StateMismatch",
+    "RoundTripMismatch", "SignatureMismatch", "StateMismatch", "WriteFailed",
     "assert_close_outputs", "assert_int8_weights", "assert_same_outputs", "assert_same_signature", "assert_same_state",
     "assert_within_bound", "build_keras", "build_torch", "check_loaded", "dynamic_range_bound", "example_inputs",
     "examples", "export_artifact", "export_signature", "forward_magnitude", "fresh_main", "keras_rng_state",

@@ -3,9 +3,10 @@
 :func:`export_artifact` writes into a staging folder beside the target, records every
 file's size and SHA-256 in a seal, then renames the folder into place;
 :func:`open_artifact` refuses anything without a matching seal. A target that exists, an
-unwritable folder, a writer that fails half way, a truncated or altered file: each raises
-:class:`ArtifactError` naming the step and the file, and nothing half written is ever
-taken for a good artifact.
+unwritable folder, a truncated or altered file: each raises :class:`ArtifactError` (a
+harness error) naming the step and the file. A writer (the framework's saver) that raises
+or writes nothing raises :class:`WriteFailed` (a violation; ``__cause__`` is what it
+raised). Nothing half written is ever taken for a good artifact.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ArtifactError
+from ...frameworks import HarnessError
+from .errors import ArtifactError, WriteFailed, one_line
 
 SEAL = ".dlconform-seal.json"
 # The file (or folder, ".") inside an artifact folder that the format's loader opens.
@@ -96,10 +98,12 @@ def export_artifact(path: str | os.PathLike[str], fmt: str, write: Callable[[Pat
         main = staging / MAIN_FILE[fmt]
         try:
             write(main)
+        except HarnessError:  # the harness around the saver failed (a fresh interpreter, a port): not a result
+            raise
         except Exception as exc:
-            raise ArtifactError(f"export: write {fmt}", target / MAIN_FILE[fmt], f"{type(exc).__name__}: {exc}") from exc
+            raise WriteFailed(f"export: write {fmt}", target / MAIN_FILE[fmt], f"the writer raised {one_line(exc)}") from exc
         if not main.exists() or not (main.stat().st_size if main.is_file() else any(main.rglob("*"))):
-            raise ArtifactError(f"export: write {fmt}", target / MAIN_FILE[fmt], "the writer returned without writing it")
+            raise WriteFailed(f"export: write {fmt}", target / MAIN_FILE[fmt], "the writer returned without writing it")
         files = _write_seal(staging, fmt)
         if target.exists():  # appeared while writing (another process): still never overwrite
             raise ArtifactError("export: commit", target, "appeared while the artifact was being written; not replacing it")

@@ -302,8 +302,9 @@ class _Onnx:
         return {}  # the exporter's optimiser may fold and rename initializers; see :meth:`initializers`
 
     def initializers(self) -> dict[str, np.ndarray]:
-        """Every initializer by name, as stored (the exporters keep a state_dict name for a
-        tensor they store unchanged; folded or repacked tensors get other names)."""
+        """Every initializer by name, as stored. Their names are not documented: the dynamo
+        exporter's optimiser can fold a BatchNorm into the preceding Linear and keep the
+        Linear's state_dict names for the folded tensors, so a name proves nothing."""
         import onnx
         from onnx import numpy_helper
 

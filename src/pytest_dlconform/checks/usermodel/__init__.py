@@ -22,6 +22,7 @@ from .adapters import (
     _torch_device,
     _torch_float,
     adapter_for,
+    dtype_scope,
     keras_policy,
 )
 from .artifacts import (
@@ -38,12 +39,16 @@ from .artifacts import (
 )
 from .distributed import (
     REFUSED,
+    WRAP_FAILED,
+    WrapFailed,
     keras_single_step,
     keras_strategy_step,
     tf_mw_step,
     torch_rank_step,
     torch_single_step,
+    wrap_verdict,
 )
+from .refusals import FORMAT_REFUSALS, WRAP_REFUSALS, Refusal, refusal_reason
 from .tolerances import (
     TreeMismatch,
     _keras_leaves,
@@ -53,15 +58,17 @@ from .tolerances import (
     f_error_float32,
     float32_gradient_rtol,
     forward_tolerance,
+    input_rounding_f_error,
     normwise,
     reference_diagnosis,
 )
 
 __all__ = [
-    "BITWISE_FORMATS", "KERAS_FORMATS", "LR", "NO_NAMED_STATE", "REFUSED", "TORCH_FORMATS", "KerasOps", "TorchOps",
-    "TreeMismatch", "_floating", "_keras_leaves", "_np", "_onnx_feed", "_torch_device", "_torch_float",
-    "adapter_for", "assert_close_tree", "assert_same_step", "error_terms", "f_error_float32",
-    "float32_gradient_rtol", "forward_tolerance", "fresh_main", "input_names", "keras_policy",
-    "keras_single_step", "keras_strategy_step", "load_and_run", "normwise", "reference_diagnosis", "servable", "tf_mw_step",
-    "torch_rank_step", "torch_single_step", "write_artifact",
+    "BITWISE_FORMATS", "FORMAT_REFUSALS", "KERAS_FORMATS", "LR", "NO_NAMED_STATE", "REFUSED", "TORCH_FORMATS",
+    "WRAP_FAILED", "WRAP_REFUSALS", "KerasOps", "Refusal", "TorchOps", "TreeMismatch", "WrapFailed", "_floating",
+    "_keras_leaves", "_np", "_onnx_feed", "_torch_device", "_torch_float", "adapter_for", "assert_close_tree",
+    "assert_same_step", "dtype_scope", "error_terms", "f_error_float32", "float32_gradient_rtol", "forward_tolerance",
+    "fresh_main", "input_names", "input_rounding_f_error", "keras_policy", "keras_single_step", "keras_strategy_step",
+    "load_and_run", "normwise", "reference_diagnosis", "refusal_reason", "servable", "tf_mw_step", "torch_rank_step",
+    "torch_single_step", "wrap_verdict", "write_artifact",
 ]

@@ -12,12 +12,17 @@ distributed suites; a training step here runs the model in inference mode (dropo
 batch normalisation on its running statistics), so the step is a deterministic function
 of the batch, which is what data parallelism and loss scaling promise to preserve.
 
+:func:`dtype_scope` sets every global dtype knob a framework has for one precision while a
+model is built and while it runs: a float64 check computes in float64 only if the model's
+weights, its inputs and everything it creates on the way are float64.
+
 Importing this module imports no framework.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +39,14 @@ def adapter_for(framework: str) -> Any:
 
 def _floating(a: np.ndarray) -> bool:
     return a.dtype.kind == "f"
+
+
+def _narrower(dtype: str, than: str) -> bool:
+    """``dtype`` a floating dtype of fewer significand bits than ``than`` (False if either is not one numpy knows)."""
+    try:
+        return bool(np.finfo(dtype).eps > np.finfo(than).eps)
+    except (TypeError, ValueError):
+        return False
 
 
 # ---------------------------------------------------------------- torch
@@ -104,6 +117,11 @@ class TorchOps:
 
     def dtype_of(self, model: Any) -> str:
         return str(_torch_float(model)).removeprefix("torch.")
+
+    def narrowed_inputs(self, model: Any, inputs: Sequence[np.ndarray]) -> list[str | None]:
+        """A module declares no input dtypes: nothing to read (a forward that casts its inputs
+        down, ``x.float()``, is invisible from outside), so None for every floating input."""
+        return [None for a in inputs if _floating(a)]
 
     def grad_problem(self, model: Any, inputs: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray], Any, Any]:
         """(names, xs, f, vjp) for check_vjp: parameters and floating inputs, inference mode."""
@@ -261,6 +279,24 @@ class KerasOps:
             return str(v.dtype)
         return "float32"
 
+    def narrowed_inputs(self, model: Any, inputs: Sequence[np.ndarray]) -> list[str | None]:
+        """For each floating example input, the narrower dtype the model's own ``Input`` rounds
+        it to before any layer sees it (None where it keeps the variables' precision or the
+        model declares no inputs). A functional model converts what it is called with to its
+        ``Input`` layers' dtypes: ``keras.Input(shape, dtype="float32")`` in a float64 model
+        rounds the inputs to float32, whatever :func:`dtype_scope` sets."""
+        try:
+            declared = list(model.inputs or ())
+        except (AttributeError, ValueError):  # a subclassed model declares none
+            declared = []
+        own = self.dtype_of(model)
+        out: list[str | None] = []
+        for i, a in enumerate(inputs):
+            if _floating(a):
+                dtype = str(getattr(declared[i], "dtype", "")) if len(declared) == len(inputs) else ""
+                out.append(dtype if _narrower(dtype, own) else None)
+        return out
+
     def grad_problem(self, model: Any, inputs: Sequence[np.ndarray]) -> tuple[list[str], list[np.ndarray], Any, Any]:
         tf = self.tf
         named = self.params(model)
@@ -332,3 +368,72 @@ class KerasOps:
 def keras_policy(name: str) -> Any:
     """Keras's global dtype policy set to ``name`` for the block, restored after."""
     return keras_adapter.dtype_policy(name)
+
+
+# ---------------------------------------------------------------- global dtype knobs
+
+
+@contextlib.contextmanager
+def dtype_scope(framework: str, dtype: str) -> Iterator[None]:
+    """Every global dtype knob of ``framework`` set for ``dtype`` during the block (a factory's
+    build, the calls of the model), each restored after it, also when the block raises (the
+    session guard checks that a test leaves global framework state as it found it).
+
+    Keras (``dtype`` a policy name: ``float64``, ``float32``, ``mixed_float16``): the global
+    dtype policy (the layers' variable and compute dtypes), ``keras.config.floatx`` set to
+    the policy's variable dtype (``keras.Input`` and ``keras.ops`` creation functions take
+    theirs from it: under the policy alone a functional model of float64 weights rounds its
+    inputs to float32, and finite differences along an input then carry float32 noise that a
+    float64 bound does not allow), and on the JAX backend ``jax_enable_x64`` for float64
+    (without it JAX computes a float64 model in float32). torch (``float32``/``float64``;
+    other names leave it alone): ``torch.set_default_dtype``, which the layers' parameters
+    and tensors created without a dtype in ``forward`` follow."""
+    with contextlib.ExitStack() as stack:
+        if framework == "torch":
+            if dtype in ("float32", "float64"):
+                stack.enter_context(_torch_default_dtype(dtype))
+        else:
+            stack.enter_context(_keras_dtypes(dtype))
+        yield
+
+
+@contextlib.contextmanager
+def _torch_default_dtype(dtype: str) -> Iterator[None]:
+    import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@contextlib.contextmanager
+def _keras_dtypes(name: str) -> Iterator[None]:
+    import keras
+
+    variable = str(keras.dtype_policies.get(name).variable_dtype)
+    with keras_adapter.dtype_policy(name, keras):  # taken first: an unset policy follows the old floatx
+        previous = keras.config.floatx()
+        keras.config.set_floatx(variable)
+        try:
+            with _jax_x64(keras, variable == "float64"):
+                yield
+        finally:
+            keras.config.set_floatx(previous)
+
+
+@contextlib.contextmanager
+def _jax_x64(keras: Any, on: bool) -> Iterator[None]:
+    if not on or keras.backend.backend() != "jax":
+        yield
+        return
+    import jax
+
+    previous = bool(jax.config.read("jax_enable_x64"))
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", previous)

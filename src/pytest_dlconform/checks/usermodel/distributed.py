@@ -11,9 +11,48 @@ from typing import Any
 
 import numpy as np
 
+from ..roundtrip.errors import one_line
 from .adapters import LR, KerasOps, TorchOps, _np
+from .refusals import WRAP_REFUSALS, refusal_reason
 
-REFUSED = "__refused__"  # a rank's answer when DDP/FSDP refuses to wrap the model
+REFUSED = "__refused__"  # a rank's answer when DDP/FSDP refuses the model (a documented refusal)
+WRAP_FAILED = "__wrap_failed__"  # a rank's answer when DDP/FSDP raised anything else
+
+
+class WrapFailed(AssertionError):
+    """DDP or FSDP raised on the user's model, and not with a refusal its documentation names
+    (checks.usermodel.refusals.WRAP_REFUSALS): a violation, not "not applicable"."""
+
+
+def wrap(model: Any, how: str, device: str) -> tuple[Any, dict[str, str] | None]:
+    """The model wrapped in DDP or FSDP2 (``how``), or a rank's answer saying why not: a
+    documented refusal (:data:`REFUSED`, its one-line reason) or anything else the wrapper
+    raised (:data:`WRAP_FAILED`)."""
+    try:
+        if how == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            return DistributedDataParallel(model, device_ids=None if device == "cpu" else [device]), None
+        from torch.distributed.fsdp import fully_shard
+
+        fully_shard(model)
+        return model, None
+    except Exception as exc:  # judged here, in every rank alike: a documented refusal or a violation
+        reason = refusal_reason(WRAP_REFUSALS.get(how, ()), exc)
+        if reason is not None:
+            return None, {REFUSED: reason}
+        return None, {WRAP_FAILED: one_line(exc)}
+
+
+def wrap_verdict(replicas: Sequence[dict[str, Any]], how: str, what: str) -> str | None:
+    """From the ranks' answers: raise :class:`WrapFailed` if any rank's wrapper raised something
+    undocumented; the one-line "not applicable" reason if the wrapper refused; else None."""
+    __tracebackhide__ = True
+    failed = sorted({rep[WRAP_FAILED] for rep in replicas if WRAP_FAILED in rep})
+    if failed:
+        raise WrapFailed(f"{what}: {how} raised wrapping the model, not a documented refusal: {'; '.join(failed)}")
+    refused = sorted({rep[REFUSED] for rep in replicas if REFUSED in rep})
+    return "; ".join(refused) if refused else None
 
 
 def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
@@ -26,17 +65,9 @@ def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
     device = ctx.state["device"]
     model = call_factory(resolve(payload["ref"]), device=device, dtype="float32").model.to(device)
     TorchOps().load_state(model, payload["state"])
-    try:
-        if payload["wrap"] == "ddp":
-            from torch.nn.parallel import DistributedDataParallel
-
-            model = DistributedDataParallel(model, device_ids=None if device == "cpu" else [device])
-        else:
-            from torch.distributed.fsdp import fully_shard
-
-            fully_shard(model)
-    except (ValueError, TypeError, NotImplementedError) as exc:  # the wrapper refuses this model, in every rank
-        return {REFUSED: f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
+    model, refused = wrap(model, payload["wrap"], device)
+    if refused is not None:
+        return refused
     n, r = ctx.world_size, ctx.rank
     b = len(payload["targets"]) // n
     rows = slice(r * b, (r + 1) * b)

@@ -75,6 +75,39 @@ def f_error_float32(f_value: np.ndarray) -> float:
     return OP_ROUNDING * UNIT_ROUNDOFF["float32"] * max(top, 1e-30)
 
 
+def input_rounding_f_error(grads: Sequence[np.ndarray], xs: Sequence[np.ndarray], w: np.ndarray,
+                           dtypes: Sequence[str | None]) -> float:
+    """check_vjp's ``f_error`` for a float64 model that rounds some of its inputs to a narrower
+    dtype (``KerasOps.narrowed_inputs``: a ``keras.Input(dtype="float32")`` of its own), when
+    check_vjp uses the cotangent ``w``: ``grads``/``xs`` are those inputs' gradients
+    (``vjp(xs, w)``) and values, ``dtypes`` the dtype each is rounded to (None: kept).
+
+    The model evaluates f at x~ with x~_i = x_i (1 + d_i), |d_i| <= u (the unit roundoff of the
+    narrow dtype), so L = <w, f> errs by <J^T w, x~ - x> = sum_i g_i x_i d_i to first order
+    (the next term is u^2 |x|^2 times f's curvature), at most u sum_i |g_i| |x_i|. check_vjp
+    probes at x + t s z with |t| <= STEP, |z| <= 1 and s_i = max(|x_i|, SCALE_FLOOR rms(x))
+    (its element scales), where |x_i + t s_i z_i| <= (1 + STEP) s_i; the change of g over a
+    step of relative size STEP is first order too and left out. The sum of these bounds over the
+    rounded inputs bounds L's rounding per evaluation; check_vjp adds ``f_error * sum|w|`` to L's
+    rounding per evaluation, hence the division by ||w||_1. The float32 noise this allows is
+    then judged as every other rounding of L: by the gap of the two differences and their
+    rounding bounds, so a wrong input gradient still fails (above that noise) and a direction
+    the rounding drowns is inconclusive, never passed."""
+    from ..gradients import SCALE_FLOOR, STEP
+
+    bound = 0.0
+    for g, x, dtype in zip(grads, xs, dtypes):
+        if dtype is None or not np.size(x):
+            continue
+        x = np.asarray(x, np.float64)
+        rms = float(np.sqrt(np.mean(np.square(x))))
+        scale = np.maximum(np.abs(x), SCALE_FLOOR * rms if rms > 0 else 1.0)
+        u = float(np.finfo(dtype).eps) / 2
+        bound += u * (1 + STEP) * float(np.sum(np.abs(np.asarray(g, np.float64)) * scale))
+    norm = float(np.sum(np.abs(w)))
+    return bound / norm if norm > 0 else 0.0
+
+
 def reference_diagnosis(sides: dict[str, dict[str, Any]], reference: dict[str, Any], tol: Tolerance) -> str:
     """Which side of a failed bitwise comparison computed a wrong answer: each side's normwise
     error against a float64 forward of the same weights on the same inputs, in units of one
