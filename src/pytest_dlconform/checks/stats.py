@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import evidence
+from .numerics import difference, record_held
 
 __all__ = [
     "BinomialInterval",
@@ -183,6 +184,13 @@ def dropout_scale_bound(roundoff: float) -> tuple[float, str]:
                    "1-p in float64, its rounding to the dtype, the division, the multiply")
 
 
+def _relative_errors(ys: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """|y - exact| / |exact| elementwise where both are finite (0 elsewhere: the non-finite rule)."""
+    both = np.isfinite(ys) & np.isfinite(exact)
+    y, x = np.where(both, ys, 0.0), np.where(both, exact, 0.0)
+    return np.abs(y - x) / np.maximum(np.abs(x), np.finfo(np.float64).tiny)
+
+
 def assert_scaled(x: np.ndarray, y: np.ndarray, factor: float, *, roundoff: float, roundings: int, what: str,
                   bound: float | None = None, basis: str = "") -> float:
     """``y == x * factor`` up to ``roundings`` roundings of relative size ``roundoff`` each,
@@ -195,10 +203,19 @@ def assert_scaled(x: np.ndarray, y: np.ndarray, factor: float, *, roundoff: floa
     if bound is None:
         bound = (1.0 + roundoff) ** roundings - 1.0
         basis = basis or f"{roundings} rounding(s) of u={roundoff:.3g}"
-    rel = np.abs(ys - exact) / np.maximum(np.abs(exact), np.finfo(np.float64).tiny)
-    worst = float(rel.max(initial=0.0))
-    evidence.check(what, observed=worst, tolerance=bound, factor=factor, roundings=roundings, basis=basis)
-    if not worst <= bound:
+    limit: float = bound
+    d = difference(ys, exact)
+    rel = _relative_errors(ys, exact)
+    worst = float(rel.max(initial=0.0)) if d.nonfinite_match else math.inf
+    if not d.nonfinite_match:
+        evidence.check(what, observed=worst, tolerance=bound, factor=factor, roundings=roundings, basis=basis)
+        raise StatisticalViolation(f"{what}: kept {d.describe()} (input * {factor:.9g}); non-finite values must match")
+    if worst <= bound:
+        record_held(what, exact, lambda w: difference(w, exact).nonfinite_match
+                    and bool(np.all(_relative_errors(w, exact) <= limit)), observed=worst, tolerance=bound,
+                    factor=factor, roundings=roundings, basis=basis)
+    else:
+        evidence.check(what, observed=worst, tolerance=bound, factor=factor, roundings=roundings, basis=basis)
         i = int(np.argmax(rel))
         raise StatisticalViolation(
             f"{what}: kept value {float(ys.flat[i])!r} for input {float(xs.flat[i])!r}, but should be input * {factor:.9g} = "

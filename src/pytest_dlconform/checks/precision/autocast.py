@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..numerics import tolerance
+from ..numerics import difference, tolerance
 
 LOWER, FLOAT32, PROMOTE, UNLISTED, ERROR = "lower", "float32", "promote", "unlisted", "error"
 
@@ -344,9 +344,11 @@ def _same(torch: Any, a: Any, b: Any, what: str, size: int) -> list[str]:
         return []
     if a.shape != b.shape or a.dtype != b.dtype:
         return [f"{what} (shapes {tuple(a.shape)}/{tuple(b.shape)}, dtypes {a.dtype}/{b.dtype})"]
-    diff = (a.double() - b.double()).abs().nan_to_num(nan=float("inf")).max().item()
+    d = difference(a.detach().double().cpu().numpy(), b.detach().double().cpu().numpy())
+    if not d.nonfinite_match:
+        return [f"{what} ({d.describe()}; non-finite values must match)"]
+    diff, scale = d.error, d.scale
     if a.device.type != "cpu":
-        scale = b.double().abs().max().item()
         tol = tolerance(str(a.dtype).removeprefix("torch."), ops=2, reduction=size)
         if diff <= tol.rtol * scale:
             return []

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ... import evidence
-from ..numerics import Tolerance
+from ..numerics import Tolerance, difference, normwise_within, precision_of, record_held
 from .errors import (
     NotQuantised,
     OutputMismatch,
@@ -41,10 +41,11 @@ def assert_same_outputs(actual: Mapping[str, Any], expected: Mapping[str, Any], 
             raise OutputMismatch(f"{what}: output {key!r} has shape {a.shape} dtype {a.dtype}, but should be "
                                  f"shape {e.shape} dtype {e.dtype}")
         if not np.array_equal(a, e, equal_nan=a.dtype.kind in "fc"):
-            diff = _max_abs(a, e)
-            _record(name, observed=diff, tolerance=0.0, example=what)
-            raise OutputMismatch(f"{what}: output {key!r} differs from the original's, max abs difference "
-                                 f"{diff:.3e} at {_argmax_diff(a, e)}, but the format promises bitwise equality")
+            d = difference(a, e)
+            _record(name, observed=d.max_abs, tolerance=0.0, example=what)
+            where = d.describe() or f"max abs difference {d.error:.3e} at {tuple(d.at or ())}"
+            raise OutputMismatch(f"{what}: output {key!r} differs from the original's, {where}, but the format "
+                                 "promises bitwise equality")
     _record(name, observed=0.0, tolerance=0.0, example=what)
 
 
@@ -53,43 +54,72 @@ def assert_close_outputs(actual: Mapping[str, Any], expected: Mapping[str, Any],
     """``max|a - e| <= rtol * max(max|e|, scale)`` for every output; returns the worst relative error.
 
     ``scale``: the computation's magnitude (:func:`forward_magnitude`) where outputs may cancel.
+    Non-finite values must match the original's exactly (numerics.difference); an output whose
+    bound also accepts a canonical wrong answer is recorded as inconclusive, not as held.
     """
     __tracebackhide__ = True
     _same_keys(actual, expected, what, "outputs", OutputMismatch)
     worst = 0.0
     for key in sorted(expected):
-        a, e = np.asarray(actual[key], np.float64), np.asarray(expected[key], np.float64)
+        a, e = np.asarray(actual[key]), np.asarray(expected[key], np.float64)
         if a.shape != e.shape:
             raise OutputMismatch(f"{what}: output {key!r} has shape {a.shape}, but should be {e.shape}")
-        ref = max(float(np.max(np.abs(e))) if e.size else 0.0, scale)
-        err = _max_abs(a, e)
-        rel = err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
-        _record(name, observed=rel, tolerance=tol.rtol, basis=tol.why, example=what)
+        d = difference(a, e)
+        ref = max(d.scale, scale)
+        rel = d.relative(ref)
         if not rel <= tol.rtol:
+            _record(name, observed=rel, tolerance=tol.rtol, basis=tol.why, example=what)
+            if not d.nonfinite_match:
+                raise OutputMismatch(f"{what}: output {key!r}: {d.describe()}; non-finite values must match the "
+                                     "original's")
             raise OutputMismatch(f"{what}: output {key!r}: max|actual - expected| / max(max|expected|, magnitude) = "
-                                 f"{rel:.3e}, but "
-                                 f"should be <= {tol.rtol:.3e} [{tol.why}]; max abs error {err:.3e} at scale {ref:.3e}")
+                                 f"{rel:.3e}, but should be <= {tol.rtol:.3e} [{tol.why}]; max abs error "
+                                 f"{d.error:.3e} at scale {ref:.3e} (largest at element {list(d.at or ())})")
+        _held(name, e, normwise_within(e, tol.rtol, ref), observed=rel,
+              tolerance=tol.rtol, dtype=precision_of(a, tol.dtype), basis=tol.why, scale=ref, example=what)
         worst = max(worst, rel)
     return worst
 
 
 def assert_within_bound(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, *, what: str,
-                        name: str = "quantisation error / bound") -> float:
-    """Elementwise ``|actual - expected| <= bound``; returns the largest ratio error/bound."""
+                        name: str = "quantisation error / bound", dtype: str | None = "int8") -> float:
+    """Elementwise ``|actual - expected| <= bound``; returns the largest ratio error/bound.
+
+    Non-finite values must match exactly. ``dtype``: the precision the bound is made of
+    (a quantisation's: int8 by default), which decides the canonical wrong answers it must
+    reject (numerics.canonical_wrong_answers); a bound that accepts one is inconclusive.
+    """
     __tracebackhide__ = True
     a, e, b = (np.asarray(v, np.float64) for v in (actual, expected, bound))
     if a.shape != e.shape or b.shape != e.shape:
         raise QuantisationBoundExceeded(f"{what}: shapes actual {a.shape}, expected {e.shape}, bound {b.shape} differ")
-    err = np.abs(a - e)
-    ratio = np.where(b > 0, err / np.where(b > 0, b, 1.0), np.where(err > 0, np.inf, 0.0))
+    d = difference(a, e)
+    ratio = _bound_ratio(a, e, b)
     worst = float(np.max(ratio)) if ratio.size else 0.0
-    _record(name, observed=worst, tolerance=1.0, max_abs_error=float(err.max(initial=0.0)), example=what)
+    if not d.nonfinite_match:
+        _record(name, observed=math.inf, tolerance=1.0, max_abs_error=math.inf, example=what)
+        raise QuantisationBoundExceeded(f"{what}: {d.describe()}; non-finite values must match the reference's")
     if not worst <= 1.0:
+        _record(name, observed=worst, tolerance=1.0, max_abs_error=d.error, example=what)
         i = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+        err = abs(a[i] - e[i])
         raise QuantisationBoundExceeded(
-            f"{what}: |actual - expected| = {err[i]:.3e} at {tuple(int(j) for j in i)}, but should be <= the "
+            f"{what}: |actual - expected| = {err:.3e} at {tuple(int(j) for j in i)}, but should be <= the "
             f"quantisation bound {b[i]:.3e} (ratio {worst:.3g}); actual {a[i]:.6g}, expected {e[i]:.6g}")
+    _held(name, e, lambda w: _within(w, e, b), observed=worst, tolerance=1.0, dtype=dtype,
+          max_abs_error=d.error, scale=d.scale, example=what)
     return worst
+
+
+def _bound_ratio(a: np.ndarray, e: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - e| / b elementwise where both are finite (0 elsewhere: the non-finite rule judges those)."""
+    both = np.isfinite(a) & np.isfinite(e)
+    err = np.where(both, np.abs(np.where(both, a, 0.0) - np.where(both, e, 0.0)), 0.0)
+    return np.where(b > 0, err / np.where(b > 0, b, 1.0), np.where(err > 0, np.inf, 0.0))
+
+
+def _within(w: np.ndarray, e: np.ndarray, b: np.ndarray) -> bool:
+    return difference(w, e).nonfinite_match and bool(np.all(_bound_ratio(w, e, b) <= 1.0))
 
 
 def assert_same_state(actual: Mapping[str, Any], expected: Mapping[str, Any], *, what: str) -> None:
@@ -102,7 +132,8 @@ def assert_same_state(actual: Mapping[str, Any], expected: Mapping[str, Any], *,
         if a.shape != e.shape or a.dtype != e.dtype:
             bad.append(f"{key}: shape {a.shape} dtype {a.dtype}, but should be shape {e.shape} dtype {e.dtype}")
         elif not np.array_equal(a, e, equal_nan=a.dtype.kind in "fc"):
-            bad.append(f"{key}: max abs difference {_max_abs(a, e):.3e}")
+            d = difference(a, e)
+            bad.append(f"{key}: " + (d.describe() or f"max abs difference {d.error:.3e} at {list(d.at or ())}"))
     _record("state entries differing", observed=len(bad), tolerance=0.0, entries=len(expected), example=what)
     if bad:
         raise StateMismatch(f"{what}: {len(bad)} of {len(expected)} state entries differ from the original's: "
@@ -262,23 +293,19 @@ def _record(name: str, *, observed: float, tolerance: float, **details: Any) -> 
         pass
 
 
+def _held(name: str, reference: np.ndarray, accepts: Callable[[np.ndarray], bool], *, observed: float,
+          tolerance: float, dtype: str | None, **details: Any) -> None:
+    try:  # the same guard as _record
+        record_held(name, reference, accepts, observed=observed, tolerance=tolerance, dtype=dtype, **details)
+    except TypeError:
+        pass
+
+
 def _same_keys(actual: Mapping[str, Any], expected: Mapping[str, Any], what: str, noun: str,
                error: type[RoundTripMismatch]) -> None:
     missing, extra = sorted(set(expected) - set(actual)), sorted(set(actual) - set(expected))
     if missing or extra:
         raise error(f"{what}: {noun} differ by name: missing {missing}, unexpected {extra}")
-
-
-def _max_abs(a: np.ndarray, e: np.ndarray) -> float:
-    if a.size == 0:
-        return 0.0
-    d = np.abs(a.astype(np.float64) - e.astype(np.float64))
-    return float(np.nanmax(d)) if not np.all(np.isnan(d)) else math.inf
-
-
-def _argmax_diff(a: np.ndarray, e: np.ndarray) -> tuple[int, ...]:
-    d = np.nan_to_num(np.abs(a.astype(np.float64) - e.astype(np.float64)), nan=np.inf)
-    return tuple(int(i) for i in np.unravel_index(int(np.argmax(d)), d.shape)) if d.ndim else ()
 
 
 def _jsonish(value: Any) -> Any:

@@ -9,38 +9,38 @@ Importing this module imports no framework.
 from __future__ import annotations
 
 import itertools
-import math
 import sys
 from typing import Any
 
-import numpy as np
-
 from ... import evidence
-from ..numerics import ToleranceExceeded
+from ..numerics import ToleranceExceeded, difference, precision_of, record_held
 
 # Generated functions and programs take their names from one counter, so no two in a
 # process share a name or a file name (dynamo keys its caches by both).
 FRESH = itertools.count()
 
 
-def assert_within(actual: Any, expected: Any, bound: float, *, what: str) -> float:
+def assert_within(actual: Any, expected: Any, bound: float, *, what: str, dtype: str | None = None) -> float:
     """``max|actual - expected| <= bound`` (an absolute forward-error bound, e.g. from
-    ``Program.error_bound``); records evidence; returns the error."""
+    ``Program.error_bound``); records evidence; returns the error.
+
+    Non-finite entries must match exactly (inf for inf, nan for nan: numerics.difference).
+    ``dtype`` (default: the precision ``actual`` is held in) decides the canonical wrong
+    answers the bound must reject; one that accepts any is recorded as inconclusive.
+    """
     __tracebackhide__ = True
-    a = np.asarray(actual, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    if a.shape != e.shape:
-        raise ToleranceExceeded(f"{what}: shape {a.shape}, but should be {e.shape}")
-    finite = np.isfinite(e)
-    err = float(np.max(np.abs(a[finite] - e[finite]))) if finite.any() else 0.0
-    # Non-finite entries must match exactly (inf for inf, nan for nan).
-    if not np.array_equal(np.isfinite(a), finite) or not np.array_equal(a[~finite], e[~finite], equal_nan=True):
-        err = math.inf
-    evidence.check(what, observed=err, tolerance=bound)
+    d = difference(actual, expected)
+    err = d.max_abs
     if not err <= bound:
+        evidence.check(what, observed=err, tolerance=bound)
+        if not d.nonfinite_match:
+            raise ToleranceExceeded(f"{what}: {d.describe()}; non-finite values must match the reference's")
         raise ToleranceExceeded(
-            f"{what}: max|actual - expected| = {err:.3e}, but should be <= {bound:.3e} (forward-error bound)"
+            f"{what}: max|actual - expected| = {err:.3e}, but should be <= {bound:.3e} (forward-error bound; "
+            f"largest at element {list(d.at or ())})"
         )
+    record_held(what, expected, lambda w: difference(w, expected).max_abs <= bound, observed=err, tolerance=bound,
+                dtype=precision_of(actual, dtype), scale=d.scale)
     return err
 
 

@@ -27,9 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ... import evidence
+from ..numerics import difference
 from .common import FRESH
 
 
@@ -223,7 +222,9 @@ def _compare_output(torch: Any, out: Any, ref: Any, rtol: float, what: str) -> N
     a, b = out.detach().double().cpu().numpy(), ref.detach().double().cpu().numpy()
     if a.shape != b.shape:
         raise CompileCountMismatch(f"{what}: the compiled output has shape {a.shape}, eager {b.shape}")
-    scale = float(np.max(np.abs(b))) if b.size else 0.0
-    err = float(np.max(np.abs(a - b))) if b.size else 0.0
-    if err > rtol * scale:
-        raise CompileCountMismatch(f"{what}: the compiled output differs from eager by {err:.3e} at scale {scale:.3e}")
+    d = difference(a, b)
+    if not d.nonfinite_match:
+        raise CompileCountMismatch(f"{what}: the compiled output's {d.describe()} (eager's value)")
+    if not d.error <= rtol * d.scale:
+        raise CompileCountMismatch(f"{what}: the compiled output differs from eager by {d.error:.3e} at "
+                                   f"{list(d.at or ())}, scale {d.scale:.3e}")
