@@ -10,7 +10,6 @@ import functools
 import importlib.util
 import os
 import random
-import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from .. import claims as registry
 from .. import evidence, results
 from .. import settings as opts
 from ..frameworks import HarnessError, adapter, state_diff
-from . import identity
+from . import identity, recipe
 from .collection import ITEM_KEY
 
 EVIDENCE_KEY = pytest.StashKey[evidence.Recorder]()
@@ -123,17 +122,13 @@ class Guard:
             adapter(fw).seed(seed)
 
     def repro(self, item: pytest.Item) -> str:
-        s = self.settings
-        device = self._params(item).get("device")
-        parts = [
-            f"cd {shlex.quote(str(item.config.rootpath))} &&", "pytest", shlex.quote(item.nodeid),
-            f"--dl-profile={s.profile}", f"--dl-seed={s.seed}",
-            f"--dl-framework={','.join(s.frameworks)}", f"--dl-replicas={s.replicas}",
-        ]
-        if device:
-            parts.append(f"--dl-device={device}")
+        """The command that reruns exactly this test from any folder (:mod:`.recipe`)."""
+        path = getattr(item, "path", None)
+        resolved = Path(os.path.realpath(path)) if path is not None else None
+        line = recipe.test_line(item.nodeid, resolved, item.config.invocation_params.dir, _suites_dirs(),
+                                self.settings, self._params(item), item.config.getoption("hypothesis_seed", None))
         return (
-            " ".join(parts) + f"  # test seed {self.test_seed(item)}; hypothesis prints the falsifying "
+            line + f"  # test seed {self.test_seed(item)}; hypothesis prints the falsifying "
             "example above and, in the ci/thorough profiles, a @reproduce_failure blob"
         )
 

@@ -32,6 +32,8 @@ from pathlib import PurePath, PurePosixPath, PureWindowsPath
 
 #: The suites' folder: ``suites/`` in a checkout, ``pytest_dlconform/suites/`` installed.
 SUITES_FOLDER = "suites"
+#: The suites' package: what ``pytest --pyargs`` names them by, from any folder.
+SUITES_PACKAGE = "pytest_dlconform.suites"
 
 
 def claim_identity(nodeid: str, path: PurePath | None = None, suites_dirs: Iterable[PurePath] = ()) -> str:
@@ -60,6 +62,23 @@ def hypothesis_key(identity: str) -> bytes:
     database (``hypothesis.internal.reflection.function_digest``). Independent of
     ``--dl-seed``, as hypothesis's own derandomization is."""
     return identity.encode()
+
+
+def package_name(path: PurePath, suites_dirs: Iterable[PurePath]) -> str | None:
+    """The dotted name of a file or folder of the suites package (``suites_dirs``), as
+    ``pytest --pyargs`` takes it (``pytest_dlconform.suites.data.test_tfdata``), or None for
+    one outside it (a project's own claim tests)."""
+    local = _inside(path, suites_dirs)
+    if local is None:
+        return None
+    parts = [part for part in local.split("/")[1:] if part != "."]
+    if parts and parts[-1].endswith(".py"):
+        parts[-1] = parts[-1][:-3]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    if not all(part.isidentifier() for part in parts):
+        return None
+    return ".".join([SUITES_PACKAGE, *parts])
 
 
 def _inside(path: PurePath, suites_dirs: Iterable[PurePath]) -> str | None:

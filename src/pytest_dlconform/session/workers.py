@@ -12,6 +12,8 @@ import pytest
 from .. import determinism, devices, results
 from .. import settings as opts
 from ..frameworks import adapter
+from . import recipe
+from .guard import _suites_dirs
 
 
 class Workers:
@@ -86,18 +88,21 @@ class Workers:
     def header_lines(self) -> list[str]:
         s = self.settings
         versions = ", ".join(f"{fw} {opts.framework_version(fw)}" for fw in s.frameworks)
-        recipe = (
-            f"--dl-device={s.device} --dl-framework={','.join(s.frameworks)} --dl-profile={s.profile} "
-            f"--dl-seed={s.seed} --dl-replicas={s.replicas}"
-        )
-        # A randomized run's examples: its hypothesis seed (chosen by profiles.choose_seed if
-        # the user gave none) and its example database.
-        hseed = self.config.getoption("hypothesis_seed", None)
-        randomized = (f" --hypothesis-seed={hseed}" if hseed is not None else "") + (
-            f" --dl-examples-db={s.examples_db}" if s.examples_db else "")
+        # The run's selection and settings, runnable from any folder (recipe.run_line). A
+        # randomized run's examples: its hypothesis seed (chosen by profiles.choose_seed if
+        # the user gave none) or its example database.
+        line = recipe.run_line(
+            [str(a) for a in self.config.args], pyargs=bool(self.config.getoption("pyargs", False)),
+            here=self.config.invocation_params.dir, suites_dirs=_suites_dirs(), s=s,
+            dlconform_run=os.environ.get(opts.PACKAGED_DIVERGENCES_VAR) == "1",
+            hypothesis_seed=self.config.getoption("hypothesis_seed", None),
+            keyword=self.config.getoption("keyword", "") or "", markexpr=self.config.getoption("markexpr", "") or "")
+        # At most 120 columns a line: the device inventory wraps; the command continues with
+        # a backslash, so that its lines paste as one command.
         return [
-            f"dlconform: {versions}; devices found: {self.inventory_text}; selected: {', '.join(self.kinds)}",
-            f"dlconform: reproduce with: pytest {recipe} --dl-claims={','.join(s.claims)}{randomized}",
+            *results.wrap_line(f"dlconform: {versions}; selected: {', '.join(self.kinds)}; "
+                               f"devices found: {self.inventory_text}"),
+            *results.wrap_command(f"dlconform: reproduce with: {line}"),
         ]
 
     def framework_fixture(self, name: str) -> Any:
