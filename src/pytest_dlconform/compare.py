@@ -14,7 +14,12 @@ Per matched cell (claim x framework/device/strategy) the verdicts give:
 - fixed: violated, now holds;
 - moved to / from "not applicable", with the reason;
 - harness errors: error on one side, never shown as a conformance result;
-- expected: a regression matched by a live known divergence (not counted).
+- known regression: held, now violated with the symptom of a live known divergence. The
+  framework regressed into a bug the known-divergences file already describes: named with
+  its entry, and the exit status is 1 unless ``known_regressions="warn"``
+  (``--known-regressions=warn``; a run's ``--dl-baseline`` the same, through
+  :attr:`Comparison.failing`). A known divergence explains a failure; it does not make an
+  upgrade into it a non-event.
 
 Claims that ran on only one side within the shared scope appeared or disappeared.
 Evidence drift: a check's margin (observed / tolerance) that grew towards the tolerance
@@ -36,6 +41,8 @@ from . import fingerprint, results
 from .report import Report, as_report
 
 EXIT_OK, EXIT_REGRESSED, EXIT_UNUSABLE = 0, 1, 2
+FAIL, WARN = "fail", "warn"
+KNOWN_REGRESSION_POLICIES = (FAIL, WARN)  # what a known regression does to the exit status
 DEFAULT_DRIFT = 0.25  # margin growth, as a fraction of the tolerance, worth a line
 
 
@@ -264,7 +271,7 @@ class Comparison:
     regressed: list[Change] = field(default_factory=list)
     held_to_error: list[Change] = field(default_factory=list)
     fixed: list[Change] = field(default_factory=list)
-    expected: list[Change] = field(default_factory=list)
+    known_regressed: list[Change] = field(default_factory=list)  # held, now a known divergence's symptom
     to_not_applicable: list[Change] = field(default_factory=list)
     from_not_applicable: list[Change] = field(default_factory=list)
     errors: list[Change] = field(default_factory=list)
@@ -278,18 +285,31 @@ class Comparison:
     unchanged: dict[str, int] = field(default_factory=dict)  # matched tests with the same verdict, by verdict
     claims: list[ClaimRow] = field(default_factory=list)  # every shared claim, side by side
     warnings: list[str] = field(default_factory=list)  # e.g. the reports were judged by different suites
+    known_regressions: str = FAIL  # FAIL: a known regression fails the check; WARN: it is reported only
+
+    @property
+    def failing(self) -> list[Change]:
+        """The changes that fail the upgrade check (``dlconform compare``'s exit status 1, a
+        run's ``--dl-baseline``): regressions, held-now-error, and known regressions unless
+        the policy is WARN."""
+        known_fail = self.known_regressed if self.known_regressions == FAIL else []
+        return [*self.regressed, *self.held_to_error, *known_fail]
 
     @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSED if self.regressed or self.held_to_error else EXIT_OK
+        return EXIT_REGRESSED if self.failing else EXIT_OK
 
 
 def compare(old: Report | Mapping[str, Any], new: Report | Mapping[str, Any], *, threshold: float = DEFAULT_DRIFT,
-            divergence_entries: list[known.Divergence] | None = None) -> Comparison:
+            divergence_entries: list[known.Divergence] | None = None, known_regressions: str = FAIL) -> Comparison:
     """Compare two validated reports; raises UnusableReport if they share no claim.
 
     With ``divergence_entries``, the new report is judged by those entries alone (the
-    matches it came with are forgotten first)."""
+    matches it came with are forgotten first). ``known_regressions`` (FAIL or WARN): whether
+    a test that held and is now a known divergence fails the comparison."""
+    if known_regressions not in KNOWN_REGRESSION_POLICIES:
+        raise UnusableReport(f"known regressions policy {known_regressions!r} is not one of "
+                             f"{', '.join(KNOWN_REGRESSION_POLICIES)}")
     old, new = as_report(old), as_report(new)
     if divergence_entries is not None:
         new = known.apply(new, divergence_entries, rematch=True)
@@ -312,7 +332,7 @@ def compare(old: Report | Mapping[str, Any], new: Report | Mapping[str, Any], *,
     result = Comparison(
         results.environment_line(old["environment"]), results.environment_line(new["environment"]),
         scope, len(shared), threshold=threshold, divergences=known.status_lines(statuses),
-        warnings=suite_warnings(old["environment"], new["environment"]),
+        warnings=suite_warnings(old["environment"], new["environment"]), known_regressions=known_regressions,
     )
     for claim in sorted(claims_new - claims_old):
         result.appeared.append(_presence(claim, cells_new, "new"))
@@ -392,8 +412,8 @@ def _section(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str | None:
         return "to_not_applicable"
     if was == results.NOT_APPLICABLE:
         return "from_not_applicable"
-    if now == results.VIOLATED:
-        return "expected" if b.get("expected") else "regressed"
+    if now == results.VIOLATED:  # it held before
+        return "known_regressed" if b.get("expected") else "regressed"
     return "fixed"
 
 
@@ -404,8 +424,15 @@ def _grouped(claim: str, column: str, was: str, now: str, section: str,
     if section == "fixed" or (section == "errors" and was == results.ERROR):
         explain = [a for a, _ in pairs if a and a.get("reason")]  # why it failed before
     detail = explain[0]["reason"] if explain else ""
-    if section == "expected":
-        detail = "known divergence: " + "; ".join(sorted({str(b["expected"]) for _, b in pairs if b}))
+    if section == "known_regressed":
+        entries = sorted({str(b.get("divergence") or "?") for _, b in pairs if b})
+        detail = (f"held before, now violated with the symptom of known divergence {', '.join(entries)}: "
+                  + "; ".join(sorted({str(b["expected"]) for _, b in pairs if b})))
+    elif section == "regressed":
+        near = sorted({str(b[known.KNOWN_ELSEWHERE]["note"]) for _, b in pairs
+                       if b and isinstance(b.get(known.KNOWN_ELSEWHERE), Mapping)})
+        if near:
+            detail = (detail + "; " if detail else "") + "; ".join(near)
     elif section == "held_to_error":
         detail = f"held before, the new run could not check it (harness error): {detail}"
     elif section == "errors":
@@ -479,7 +506,8 @@ def _counted(value: Any) -> bool:
 SECTIONS = (
     ("regressed", "Regressed (held, now violated)"),
     ("held_to_error", "Held, now a harness error (the new run could not check these: exit status 1)"),
-    ("expected", "Violated as expected (known divergences)"),
+    ("known_regressed", "Known regressions (held, now violated with a known divergence's symptom: the framework "
+                        "regressed into a known bug)"),
     ("errors", "Harness errors (not conformance results)"),
     ("fixed", "Fixed (violated, now holds)"),
     ("to_not_applicable", "Now not applicable"),
@@ -496,23 +524,39 @@ def _verdict_move(change: Change) -> str:
     return f"{change.old or '-'} -> {change.new or '-'}"
 
 
-SHORT = {"held_to_error": "held, now error", "expected": "expected", "errors": "harness error(s)", "fixed": "fixed",
-         "to_not_applicable": "now n/a",
+SHORT = {"held_to_error": "held, now error", "known_regressed": "known regression(s)", "errors": "harness error(s)",
+         "fixed": "fixed", "to_not_applicable": "now n/a",
          "from_not_applicable": "no longer n/a", "appeared": "appeared", "disappeared": "disappeared",
          "drift": "with evidence drift", "still_violated": "still violated", "still_error": "error in both"}
 
 
 def _headline(c: Comparison) -> str:
+    lead = ("regressed", "held_to_error", "known_regressed")
     counts = ", ".join(f"{len(getattr(c, attr))} {SHORT[attr]}" for attr, _ in SECTIONS
-                       if getattr(c, attr) and attr not in ("regressed", "held_to_error"))
+                       if getattr(c, attr) and attr not in lead)
+    known_line = _known_regressions(c)
     if c.regressed:
         names = ", ".join(sorted({ch.claim for ch in c.regressed}))
+        also = "; ".join(p for p in (known_line, counts) if p)
         return f"REGRESSED: {len(c.regressed)} cell(s) of {len({ch.claim for ch in c.regressed})} claim(s): {names}" + (
-            f"; also {counts}" if counts else "")
+            f"; also {also}" if also else "")
     if c.held_to_error:
         names = ", ".join(sorted({ch.claim for ch in c.held_to_error}))
-        return f"HELD, NOW ERROR: {len(c.held_to_error)} cell(s): {names}" + (f"; also {counts}" if counts else "")
+        also = "; ".join(p for p in (known_line, counts) if p)
+        return f"HELD, NOW ERROR: {len(c.held_to_error)} cell(s): {names}" + (f"; also {also}" if also else "")
+    if c.known_regressed:
+        return known_line + (f"; also {counts}" if counts else "")
     return "no regression" + (f"; {counts}" if counts else "")
+
+
+def _known_regressions(c: Comparison) -> str:
+    """``1 known regression: CLAIM (entry N)``: held before, now a known divergence's symptom."""
+    if not c.known_regressed:
+        return ""
+    n = len(c.known_regressed)
+    names = ", ".join(sorted({ch.claim for ch in c.known_regressed}))
+    policy = " (--known-regressions=warn: not failing)" if c.known_regressions == WARN else ""
+    return f"{n} known regression{'s' if n > 1 else ''}: {names}{policy}"
 
 
 def _frameworks(c: Comparison) -> str:
@@ -556,7 +600,7 @@ def _md(text: str) -> str:
 
 
 def to_markdown(c: Comparison) -> str:
-    icon = ":x:" if c.regressed or c.held_to_error else ":white_check_mark:"
+    icon = ":x:" if c.failing else ":warning:" if c.known_regressed else ":white_check_mark:"
     out = [f"### dlconform compare: {icon} {_md(_headline(c))}", "",
            f"- **old:** {_md(c.old_env)}", f"- **new:** {_md(c.new_env)}",
            f"- **compared:** {c.shared_claims} claim(s) both ran; frameworks {_frameworks(c)}; "
@@ -601,7 +645,7 @@ def to_dict(c: Comparison) -> dict[str, Any]:
     section of verdict changes, the scope, and each shared claim's verdict before and after."""
     doc: dict[str, Any] = {
         "schema": JSON_SCHEMA, "schema_version": JSON_SCHEMA_VERSION,
-        "headline": _headline(c), "exit_code": c.exit_code,
+        "headline": _headline(c), "exit_code": c.exit_code, "known_regressions_policy": c.known_regressions,
         "old": c.old_env, "new": c.new_env,
         "scope": {"frameworks": list(c.scope.frameworks), "devices": list(c.scope.devices),
                   "across_devices": c.scope.across_devices, "shared_claims": c.shared_claims},
@@ -621,7 +665,7 @@ def to_json(c: Comparison) -> str:
 
 
 def run(old_path: str, new_path: str, *, threshold: float = DEFAULT_DRIFT,
-        divergences_path: str | None = None) -> Comparison:
+        divergences_path: str | None = None, known_regressions: str = FAIL) -> Comparison:
     """Load both files (and the known-divergences file) and compare; UnusableReport on bad input."""
     old = load(old_path, "old report")
     new = load(new_path, "new report")
@@ -631,7 +675,7 @@ def run(old_path: str, new_path: str, *, threshold: float = DEFAULT_DRIFT,
             entries = known.load(divergences_path)
         except known.DivergenceError as exc:
             raise UnusableReport(str(exc)) from None
-    return compare(old, new, threshold=threshold, divergence_entries=entries)
+    return compare(old, new, threshold=threshold, divergence_entries=entries, known_regressions=known_regressions)
 
 
 def names(changes: Iterable[Change]) -> list[str]:

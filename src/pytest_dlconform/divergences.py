@@ -38,6 +38,13 @@ oracle's ``EdgeMismatch``) must have the pinned type and match the pattern; the 
 compared with the largest error any failing observation of each check recorded (evidence
 keeps it beside the worst margin), not with the worst-margin observation's.
 
+A violated test that an entry would match but for the version (its framework and device
+ran, its tests and symptom match, a version glob does not: :func:`match_elsewhere`) stays a
+failure, never an xfail: the bug is not yet confirmed on that version. :func:`apply` names
+the finding on the test's record (``known_elsewhere``: the entry, its reason, the versions it
+was seen on) and in the entry's status line ("matches known divergence N (reason), seen on
+tensorflow 2.21; not yet confirmed on this version").
+
 ``reference`` (optional) names a registered bug reference (:data:`REFERENCES`): a function
 that recomputes what the framework computes under the finding. The test computes that
 reference where its check fails and records the deviation with ``evidence.reference(name,
@@ -66,7 +73,7 @@ from typing import Any
 
 from . import results
 from .checks.bug_references import REFERENCES, bug_reference, reference  # noqa: F401 - entries name them
-from .report import Report, TestRecord, as_report
+from .report import Report, TestRecord, as_report, freeze
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -169,6 +176,42 @@ class Divergence:
         if self.device and self.device not in (settings.get("selected_devices") or []):
             return f"device {self.device} did not run"
         return None
+
+    def other_version(self, env: Mapping[str, Any]) -> str | None:
+        """Why this entry is not for ``env`` when the version is the only reason (its framework
+        ran, its device ran, a version glob does not match the installed version), else None:
+        the run is on a version the entry was not seen on (:func:`match_elsewhere`)."""
+        settings = env.get("settings") or {}
+        found = env.get("frameworks") or {}
+        if self.framework and self.framework not in (settings.get("frameworks") or []):
+            return None
+        if self.device and self.device not in (settings.get("selected_devices") or []):
+            return None
+        why = []
+        if self.framework and self.version:
+            version = str(found.get(self.framework, ""))
+            if not fnmatch.fnmatchcase(version, self.version):
+                if not version:
+                    return None
+                why.append(f"{self.framework} is {version}, the entry is for {self.version}")
+        for name, glob in self.versions:
+            installed = found.get(name)
+            if installed is None or installed == "not installed":
+                return None  # not installed: another stack, not another version
+            if not fnmatch.fnmatchcase(str(installed), glob):
+                why.append(f"{name} is {installed}, the entry is for {glob}")
+        return "; ".join(why) or None
+
+    def seen_on(self) -> str:
+        """The versions the entry was seen on, for people: ``tensorflow 2.21``, ``keras 3.15``."""
+        stack = [(self.framework, self.version)] if self.framework and self.version else []
+        stack += list(self.versions)
+        return ", ".join(f"{name} {re.sub(r'[.]?[*]$', '', glob)}" for name, glob in stack if name) or "another stack"
+
+    def elsewhere_note(self) -> str:
+        """What a failing test that shows this entry's symptom on another version says."""
+        return (f"matches known divergence {self.index} ({self.reason}), seen on {self.seen_on()}; "
+                "not yet confirmed on this version")
 
     def not_reached(self, env: Mapping[str, Any]) -> str | None:
         """Why the run described by ``env`` could not show the symptom (``occurs_with``), or None."""
@@ -381,6 +424,29 @@ def match_failure(entries: Sequence[Divergence], test: Mapping[str, Any], failur
     return None
 
 
+def match_elsewhere(entries: Sequence[Divergence], test: Mapping[str, Any], failure: Failure,
+                    env: Mapping[str, Any], today: dt.date | None = None) -> Divergence | None:
+    """For a violated test that no entry matched: the live entry that would have matched it
+    but for the version (same tests, same symptom; its framework and device ran, a version
+    glob does not match). The test still fails: the finding is named, not assumed."""
+    today = today or dt.date.today()
+    for entry in entries:
+        if (entry.expires >= today and entry.other_stack(env) is not None and entry.other_version(env)
+                and entry.selects(test) and entry.shows(failure)):
+            return entry
+    return None
+
+
+KNOWN_ELSEWHERE = "known_elsewhere"  # the test record's field (apply) naming the entry seen on another version
+
+
+def elsewhere_record(entry: Divergence, env: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``known_elsewhere`` field of a violated test that shows ``entry``'s symptom on a
+    version outside the entry's."""
+    return {"key": entry.key, "entry": entry.index, "reason": entry.reason, "seen_on": entry.seen_on(),
+            "why": entry.other_version(env) or "", "script": entry.script, "note": entry.elsewhere_note()}
+
+
 def failure_of(test: Mapping[str, Any]) -> Failure:
     """The symptom a report's test recorded: its exception, else its failing checks."""
     evidence = test.get("evidence") or {}
@@ -454,10 +520,18 @@ def apply(report: Report | Mapping[str, Any], entries: list[Divergence], today: 
     def matched(test: TestRecord) -> TestRecord:
         if rematch:
             test = dataclasses.replace(test, expected=None, divergence=None)
+        if KNOWN_ELSEWHERE in test.extra:  # judged again below, by these entries
+            test = dataclasses.replace(test, extra=freeze({k: v for k, v in test.extra.items() if k != KNOWN_ELSEWHERE}))
         if test.verdict == results.VIOLATED and not test.divergence:
-            hit = match_failure(entries, test, failure_of(test), env, today)
+            failure = failure_of(test)
+            hit = match_failure(entries, test, failure, env, today)
             if hit is not None:
                 test = dataclasses.replace(test, divergence=hit.key, expected=hit.reason)
+            else:
+                near = match_elsewhere(entries, test, failure, env, today)
+                if near is not None:  # still violated (no xfail): the finding is named
+                    test = dataclasses.replace(test, extra=freeze({**test.extra,
+                                                                   KNOWN_ELSEWHERE: elsewhere_record(near, env)}))
         return test
 
     report = report.map_tests(matched)
@@ -478,7 +552,12 @@ def _status(entry: Divergence, tests: Sequence[Mapping[str, Any]], env: Mapping[
         return Status(entry, EXPIRED, [t["nodeid"] for t in pinned if t["verdict"] == results.VIOLATED])
     elsewhere = entry.other_stack(env)
     if elsewhere:
-        return Status(entry, OTHER_STACK, why=elsewhere)
+        seen = [t["nodeid"] for t in pinned if t["verdict"] == results.VIOLATED
+                and (t.get(KNOWN_ELSEWHERE) or {}).get("key") == entry.key]
+        if seen:  # the symptom on a version the entry does not name: said in its status line
+            elsewhere += (f"; but {len(seen)} violated test(s) of this run show its symptom (still failing): "
+                          f"{entry.elsewhere_note()}")
+        return Status(entry, OTHER_STACK, seen, why=elsewhere)
     if not pinned:
         return Status(entry, NOT_SELECTED, why="none of its tests ran in this run")
     hits = [t["nodeid"] for t in pinned if t.get("divergence") == entry.key]
@@ -491,8 +570,39 @@ def _status(entry: Divergence, tests: Sequence[Mapping[str, Any]], env: Mapping[
     return Status(entry, UNMATCHED, why=f"its {len(pinned)} test(s) ran: {', '.join(verdicts)}, none with {entry.symptom()}")
 
 
-def status_lines(statuses: list[Mapping[str, Any]]) -> list[str]:
-    """One line per entry that a person must look at (everything but a live, matched entry)."""
+#: How :func:`summary_line` names each status that needs no action, in its order.
+SUMMARY_WORDS = {
+    APPLIED: "applied",
+    NOT_REACHED: "not reached (their tests held without the settings the symptom needs)",
+    NOT_SELECTED: "not selected (none of their tests ran)",
+    OTHER_STACK: "for another stack",
+}
+
+
+def summary_counts(statuses: list[Mapping[str, Any]]) -> dict[str, int]:
+    """How many entries have each status (:data:`SUMMARY_WORDS` order, then expired and
+    unmatched), zero counts left out: for one-line summaries (terminal, compare, HTML)."""
+    order = [*SUMMARY_WORDS, EXPIRED, UNMATCHED]
+    counts = {status: sum(s["status"] == status for s in statuses) for status in order}
+    return {status: n for status, n in counts.items() if n}
+
+
+def summary_line(statuses: list[Mapping[str, Any]]) -> str:
+    """One line counting the entries that need no action, e.g. "known divergences: 24
+    applied, 3 not selected (none of their tests ran), 2 for another stack"; "" if none."""
+    counts = summary_counts(statuses)
+    parts = [f"{counts[status]} {words}" for status, words in SUMMARY_WORDS.items() if counts.get(status)]
+    return f"known divergences: {', '.join(parts)}" if parts else ""
+
+
+def status_lines(statuses: list[Mapping[str, Any]], verbose: bool = True) -> list[str]:
+    """One line per entry (verbose); otherwise one line per entry that a person must act on
+    (expired, unmatched) and :func:`summary_line` counting the others."""
+    if not verbose:
+        quiet = [s for s in statuses if s["status"] in (EXPIRED, UNMATCHED)]
+        summary = summary_line(statuses)
+        more = "; -v lists each entry" if len(quiet) < len(statuses) else ""
+        return status_lines(quiet) + ([summary + more] if summary else [])
     lines = []
     for s in statuses:
         name = f"{s['claim']} ({s['where']})"

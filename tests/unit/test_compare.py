@@ -225,9 +225,7 @@ XLA = {"checks": {"max error": {"observed": 3e-7, "tolerance": 1e-7, "margin": 3
        "exception": {"types": ["ToleranceExceeded", "AssertionError", "Exception"], "message": "nested: XLA rounding"}}
 
 
-def test_known_divergence_turns_a_regression_into_expected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    old = save(tmp_path, "old.json", doc(BASE))
-    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED), evidences={NESTED: XLA}))
+def _known_file(tmp_path: Path) -> Path:
     known = tmp_path / "known.toml"
     known.write_text('[[divergence]]\nclaim = "autodiff.tape.nest*"\ntests = ["autodiff/test_a.py::test_nested[*]"]\n'
                      'exception = "ToleranceExceeded"\nmessage = "XLA"\nmax_error = 1e-6\n'
@@ -235,10 +233,62 @@ def test_known_divergence_turns_a_regression_into_expected(tmp_path: Path, capsy
                      '[[divergence]]\nclaim = "autodiff.tape.watch"\ntests = ["autodiff/test_a.py::test_watch*"]\n'
                      'exception = "ValueError"\nmessage = "gone"\n'
                      'versions = { numpy = "2.*" }\nreason = "gone"\nexpires = 2999-12-31\n')
-    assert cli.main(["compare", "--known-divergences", str(known), old, new]) == 0
+    return known
+
+
+def test_an_upgrade_into_a_known_divergence_is_a_known_regression_and_fails(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Held before, now violated with a known divergence's symptom: the framework regressed
+    into a known bug. Named in the headline with its own section, exit 1 by default."""
+    old = save(tmp_path, "old.json", doc(BASE))
+    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED), evidences={NESTED: XLA}))
+    known = _known_file(tmp_path)
+    assert cli.main(["compare", "--known-divergences", str(known), old, new]) == compare.EXIT_REGRESSED
     out = capsys.readouterr().out
-    assert "  autodiff.tape.nested [tf/cpu] holds -> violated: known divergence: XLA rounding" in out
+    assert out.splitlines()[0] == "dlconform compare: 1 known regression: autodiff.tape.nested; also 1 still violated"
+    assert "Known regressions (held, now violated with a known divergence's symptom" in out
+    assert ("  autodiff.tape.nested [tf/cpu] holds -> violated: held before, now violated with the symptom of known "
+            "divergence entry 1 (autodiff.tape.nest*): XLA rounding") in out
     assert "known divergence UNMATCHED: autodiff.tape.watch" in out
+    failing = compare.run(old, new, divergences_path=str(known))
+    assert failing.exit_code == 1 and compare.names(failing.failing) == ["autodiff.tape.nested"]
+    data = compare.to_dict(failing)
+    assert data["exit_code"] == 1 and data["known_regressions_policy"] == "fail"
+    assert [c["claim"] for c in data["known_regressed"]] == ["autodiff.tape.nested"] and data["regressed"] == []
+    md = compare.to_markdown(failing)
+    assert md.startswith("### dlconform compare: :x: 1 known regression: autodiff.tape.nested")
+    assert "#### Known regressions (held, now violated with a known divergence's symptom" in md
+
+
+def test_a_known_regression_with_warn_is_reported_and_exits_zero(tmp_path: Path) -> None:
+    old = save(tmp_path, "old.json", doc(BASE))
+    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED), evidences={NESTED: XLA}))
+    warned = compare.run(old, new, divergences_path=str(_known_file(tmp_path)), known_regressions=compare.WARN)
+    assert warned.exit_code == 0 and warned.failing == [] and len(warned.known_regressed) == 1
+    text = compare.to_text(warned)
+    assert text.splitlines()[0] == ("dlconform compare: 1 known regression: autodiff.tape.nested "
+                                    "(--known-regressions=warn: not failing); also 1 still violated")
+    assert compare.to_dict(warned)["exit_code"] == 0
+    assert compare.to_markdown(warned).startswith("### dlconform compare: :warning: 1 known regression")
+    with pytest.raises(compare.UnusableReport, match="not one of fail, warn"):
+        compare.run(old, new, known_regressions="ignore")
+
+
+def _compare_has(flag: str) -> bool:
+    import argparse
+
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["compare"]
+    return any(flag in a.option_strings for a in sub._actions)
+
+
+@pytest.mark.skipif(not _compare_has("--known-regressions"), reason="cli.py's compare has no --known-regressions yet")
+def test_the_cli_known_regressions_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = save(tmp_path, "old.json", doc(BASE))
+    new = save(tmp_path, "new.json", doc(changed(BASE, autodiff_tape_nested=results.VIOLATED), evidences={NESTED: XLA}))
+    known = str(_known_file(tmp_path))
+    assert cli.main(["compare", "--known-divergences", known, "--known-regressions=warn", old, new]) == 0
+    assert cli.main(["compare", "--known-divergences", known, "--known-regressions=fail", old, new]) == 1
+    assert "1 known regression: autodiff.tape.nested" in capsys.readouterr().out
 
 
 def test_a_violation_outside_the_pin_is_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -166,11 +166,11 @@ def _doc(*tests: dict, divergences: list | None = None) -> dict:
     return {"claims": claims, "divergences": divergences or []}
 
 
-HARDSIGMOID = "suites/autodiff/test_known_limits.py::test_torch_hardsigmoid_float64_gradient[cpu]"
+HARDSIGMOID = "suites/autodiff/test_ops.py::test_torch_op_reverse_mode_vs_finite_differences[cpu-hardsigmoid]"
 
 
 def test_a_matched_divergence_gives_its_shipped_script():
-    test = _violated(HARDSIGMOID, "autodiff.gradient.float64-backward", "torch", "pytest ...", divergence="entry 1 (x)")
+    test = _violated(HARDSIGMOID, "autodiff.gradient.finite-differences", "torch", "pytest ...", divergence="entry 1 (x)")
     doc = _doc(test, divergences=[{"key": "entry 1 (x)", "script": "hardsigmoid_float64_backward.py"}])
     kind, name, text = repro.script_for(test, doc)
     assert (kind, name) == ("shipped", "hardsigmoid_float64_backward.py") and "float32(1/6)" in text
@@ -178,10 +178,10 @@ def test_a_matched_divergence_gives_its_shipped_script():
 
 def test_an_unmatched_report_finds_the_packaged_entry_by_pin_and_symptom():
     exc = {"types": ["GradientMismatch", "AssertionError"], "message": "... (relative error 2.98e-08, rtol ...)"}
-    test = _violated(HARDSIGMOID, "autodiff.gradient.float64-backward", "torch", "pytest ...", evidence={"exception": exc})
+    test = _violated(HARDSIGMOID, "autodiff.gradient.finite-differences", "torch", "pytest ...", evidence={"exception": exc})
     assert repro.script_for(test, _doc(test), repro.packaged_entries())[1] == "hardsigmoid_float64_backward.py"
     other = dict(test, evidence={"exception": dict(exc, message="relative error 0.5")})  # another symptom: not this entry
-    with pytest.raises(repro.Missing, match="not a generated-program test"):
+    with pytest.raises(repro.Missing, match="no shipped one, and the report holds no input it failed on"):
         repro.script_for(other, _doc(other), repro.packaged_entries())
 
 
@@ -202,18 +202,18 @@ def test_a_generated_program_test_gets_a_generated_script_with_the_case_inline()
 def test_a_generated_program_test_of_another_claim_has_no_script():
     test = _violated("suites/execution/test_compile.py::test_x[torch-cpu]", "execution.compile.same-values", "torch",
                      PROGRAM.format(op="tanh"))
-    with pytest.raises(repro.Missing, match="generated scripts check only"):
+    with pytest.raises(repro.Missing, match="a generated script checks value and gradient only"):
         repro.script_for(test, _doc(test), [])
 
 
 def test_attach_gives_every_violated_test_a_script_field():
-    shipped = _violated(HARDSIGMOID, "autodiff.gradient.float64-backward", "torch", "pytest ...", divergence="k")
+    shipped = _violated(HARDSIGMOID, "autodiff.gradient.finite-differences", "torch", "pytest ...", divergence="k")
     bare = _violated("suites/x/test_y.py::test_z[cpu]", "x.y", "tf", "pytest ...")
     held = dict(bare, nodeid="suites/x/test_y.py::test_ok[cpu]", verdict="holds")
     doc = Report.from_dict(_doc(shipped, bare, held, divergences=[{"key": "k", "script": "hardsigmoid_float64_backward.py"}]))
     after = {t.nodeid: t for t in repro.attach(doc, []).tests()}
     assert after[shipped["nodeid"]]["script"] == {"kind": "shipped", "name": "hardsigmoid_float64_backward.py"}
-    assert after[bare["nodeid"]]["script"]["kind"] == "missing" and "write one" in after[bare["nodeid"]]["script"]["why"]
+    assert after[bare["nodeid"]]["script"]["kind"] == "missing" and "no shipped one" in after[bare["nodeid"]]["script"]["why"]
     assert "script" not in after[held["nodeid"]]
     assert all("script" not in t for t in doc.tests())  # attach derives a new report
 
@@ -259,12 +259,12 @@ def test_the_html_page_shows_the_script_or_why_there_is_none():
     from pytest_dlconform import html, results
 
     collector = results.Collector()
-    for nodeid, claim in ((HARDSIGMOID, "autodiff.gradient.float64-backward"), ("suites/x/test_y.py::test_z[cpu]", "x.y")):
+    for nodeid, claim in ((HARDSIGMOID, "autodiff.gradient.finite-differences"), ("suites/x/test_y.py::test_z[cpu]", "x.y")):
         collector.tests[nodeid] = results.TestResult(nodeid, claim, {"framework": "torch", "device": "cpu"},
                                                      verdict="violated", repro="pytest ...")
     doc = results.report_document(collector, {}, {})
     doc = doc.replace(divergences=[{"key": "k", "script": "hardsigmoid_float64_backward.py",
-                                    "claim": "autodiff.gradient.float64-backward", "where": "entry 1", "status": "applied",
+                                    "claim": "autodiff.gradient.finite-differences", "where": "entry 1", "status": "applied",
                                     "tests": [HARDSIGMOID], "reason": "float32(1/6)"}])
     doc = doc.map_tests(lambda t: dataclasses.replace(t, divergence="k") if t.nodeid == HARDSIGMOID else t)
     page = html.render(repro.attach(doc, []))
