@@ -12,6 +12,8 @@ dimension d <= 32 has probability below sqrt(2 d 1e-18 / pi) < 1e-8.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -115,6 +117,73 @@ def check_torch_eval_frozen(torch, spectral_norm, rows: int, cols: int, seed: in
         layer(x)
         assert_equal(host(layer.weight), frozen, what=f"eval mode before convergence: weight after {i + 1} forward(s)")
     _assert_not_below_one(frozen, rows, cols, "sigma_max of the frozen weight", ("cpu", "torch"))
+
+
+def _reference_iterations(w: np.ndarray, v: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """torch's documented power method in float64, from the right vector ``v``: n times
+    u = W v / ||W v||, then v = W^T u / ||W^T u||; returns (u, v)."""
+    u = np.zeros(w.shape[0])
+    for _ in range(n):
+        u = w @ v
+        u = u / np.linalg.norm(u)
+        v = w.T @ u
+        v = v / np.linalg.norm(v)
+    return u, v
+
+
+def check_torch_training_iterations(torch, spectral_norm, rows: int, cols: int, per_call: int, calls: int,
+                                    seed: int) -> float:
+    """Each training-mode forward runs exactly ``per_call`` power iterations: after each, the
+    layer's u, v and sigma (from the normalised weight) equal a float64 numpy power iteration
+    of ``per_call`` steps from the layer's v before that forward. The spectra have a small gap
+    (sigma_2 / sigma_1 in [0.9, 0.99]), so one iteration moves v by far more than the
+    tolerance: a forward that skips iterations (or runs another number) is seen. Returns the
+    smallest movement of v in one forward, relative to the tolerance."""
+    __tracebackhide__ = True
+    from torch.nn.utils import parametrize
+
+    rng = np.random.default_rng(seed)
+    w = _slow_weight(rng, rows, cols)
+    layer = torch.nn.Linear(cols, rows)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor(w))
+    layer = spectral_norm(layer, n_power_iterations=per_call)
+    sn = layer.parametrizations.weight[0]
+    w32 = layer.parametrizations.weight.original.detach().cpu().numpy().astype(np.float64)
+    x = torch.tensor(rng.normal(size=(2, cols)).astype(np.float32))
+    # Each iteration: two float32 matrix-vector products over up to max(rows, cols) terms and
+    # two normalisations; power iteration does not amplify an earlier step's rounding.
+    tol = tolerance("float32", ops=4 * per_call, reduction=max(rows, cols))
+    least = math.inf
+    for call in range(calls):
+        v0 = sn._v.detach().cpu().numpy().astype(np.float64)
+        with parametrize.cached():  # one parametrization forward for the weight and the call
+            normalised = layer.weight.detach().cpu().numpy().astype(np.float64)
+            layer(x)
+        u_ref, v_ref = _reference_iterations(w32, v0, per_call)
+        sigma_ref = float(u_ref @ w32 @ v_ref)
+        what = f"training forward {call + 1} with n_power_iterations={per_call}"
+        assert_close(sn._v.detach().cpu().numpy(), v_ref, tol, what=f"{what}: v vs {per_call} numpy power iterations")
+        assert_close(sn._u.detach().cpu().numpy(), u_ref, tol, what=f"{what}: u vs {per_call} numpy power iterations")
+        sigma = float(np.linalg.norm(w32) / np.linalg.norm(normalised))  # the layer divides W by its sigma
+        assert_close(np.array([sigma]), np.array([sigma_ref]), tol, what=f"{what}: sigma = u^T W v")
+        least = min(least, float(np.max(np.abs(v_ref - v0))) / (tol.rtol * float(np.max(np.abs(v_ref)))))
+    return least
+
+
+@pytest.mark.claim(CLAIM)
+@budget(8)
+@given(rows=st.integers(2, 16), cols=st.integers(2, 16), per_call=st.sampled_from([1, 2, 5]),
+       calls=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+def test_torch_spectral_norm_runs_its_power_iterations_in_training(torch, rows, cols, per_call, calls, seed):
+    from torch.nn.utils.parametrizations import spectral_norm
+
+    with torch.device("cpu"):
+        least = check_torch_training_iterations(torch, spectral_norm, rows, cols, per_call, calls, seed)
+    # The check's power: a forward that skipped its iterations would have left v where it was.
+    evidence.check("one training forward's movement of v, in tolerances (must exceed 1)", observed=1.0 / least,
+                   tolerance=1.0)
+    evidence.covers("torch.train", "torch.n_power_iterations")
 
 
 @pytest.mark.claim(CLAIM)

@@ -1,5 +1,5 @@
 """Generated op programs (the op library, one module per family in pytest_dlconform.programs):
-the strategies for programs and their inputs, and the known limits.
+the strategies for programs and their inputs, the samples and modes of the op suites.
 
 Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports only.
 """
@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from ..programs import (
     LAYOUTS,
-    TF_FORWARD_MODE,
-    TORCH_FLOAT64_GRADIENT,
-    TORCH_FORWARD_MODE,
     Op,
     Program,
     ProgramCase,
@@ -47,9 +44,6 @@ __all__ = [
     "LOW_PRECISION_MODE",
     "MODES",
     "NORM_OPS",
-    "TF_FORWARD_MODE",
-    "TORCH_FLOAT64_GRADIENT",
-    "TORCH_FORWARD_MODE",
     "Op",
     "Program",
     "ProgramCase",

@@ -183,6 +183,24 @@ def _torch_sn_no_iteration() -> None:
     wrap(parametrizations._SpectralNorm, "_power_method", lambda orig: lambda self, weight_mat, n: None)
 
 
+@mutant("torch-spectral-norm-no-training-iteration", areas="modules", claims="modules.spectral-norm", target="torch",
+        select="torch", cite="https://github.com/pytorch/pytorch/pull/59564",
+        bug="spectral_norm runs no power iteration in a training-mode forward (registration still runs its 15), "
+            "so u, v and sigma stay where registration left them (the training/eval handling reworked in PR 59564).")
+def _torch_sn_no_training_iteration() -> None:
+    from torch.nn.utils import parametrizations
+
+    def make(orig: Any) -> Any:
+        def forward(self: Any, weight: Any) -> Any:
+            training, self.training = self.training, False  # the forward's own iterations only
+            try:
+                return orig(self, weight)
+            finally:
+                self.training = training
+        return forward
+    wrap(parametrizations._SpectralNorm, "forward", make)
+
+
 @mutant("torch-spectral-norm-iterates-in-eval", areas="modules", claims="modules.spectral-norm", target="torch",
         select="torch", cite="https://github.com/pytorch/pytorch/pull/59564",
         bug="spectral_norm keeps running power iterations in eval mode, so the weight changes at inference "

@@ -91,8 +91,6 @@ class OpSpec:
     #: rounding, which |f''| does not see where f' and f'' both vanish.
     deriv_scale: Callable[[Array, Params], Array] | None = None
     hint: Callable[[Draw, int], Shape] | None = field(default=None, compare=False)
-    #: Known, documented framework limits: check name -> what goes wrong (see KNOWN_LIMITS).
-    limits: Mapping[str, str] = field(default_factory=dict, compare=False)
     #: False for ops checked one at a time only (the per-op, low-precision and compiled
     #: suites): composed programs never draw them unless named in ``programs(ops=...)``, so
     #: adding such an op changes no composed program any seed draws.

@@ -42,7 +42,7 @@ from ..checks.numerics import SMALLEST_NORMAL, UNIT_ROUNDOFF
 from .core import Array, Op, Params
 from .derivatives import DERIVATIVES, SELU_ALPHA, SELU_SCALE, TANGENT_TERMS, _sig
 from .errors import ULPS
-from .ops import OPS, TORCH_FLOAT64_GRADIENT
+from .ops import OPS
 from .program import Program
 
 MODES: Final = ("kink", "extreme", "nonfinite")
@@ -313,11 +313,8 @@ def elementwise_extreme(op: str, params: Params, dtype: str, drawn: Sequence[flo
     x = _rounded((points * (VECTOR_LENGTH // len(points) + 1))[:VECTOR_LENGTH], dtype)
     y, g, ytol, gtol = _elementwise_tolerances(op, params, x, dtype)
     label = "drawn" if drawn else "tiny" if op in TINY_ONLY else f"{magnitude_class(op, params)}+exp+tiny"
-    # torch's float64 hardsigmoid backward is float32(1/6): a known limit, pinned on its own
-    # (autodiff.gradient.float64-backward); its float64 gradients are not judged here.
-    limited = dtype == "float64" and TORCH_FLOAT64_GRADIENT in OPS[op].limits
     return Edge(op, "extreme", tuple(params.items()), label, dtype, (_t(x),), _t(y), _t(ytol), _t(np.ones_like(x)),
-                (tuple((v,) for v in _t(g)),), (_t(gtol),), BOTH, ("tensorflow",) if limited else BOTH,
+                (tuple((v,) for v in _t(g)),), (_t(gtol),), BOTH, BOTH,
                 _extreme_source(op))
 
 

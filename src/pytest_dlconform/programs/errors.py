@@ -242,8 +242,97 @@ def _forward_errors(program: Program, xs: Sequence[Any], dtype: str, rounded_inp
         args, arg_errs = [regs[i] for i in idx], [errs[i] for i in idx]
         out = regs[program.n_inputs + k]
         err = _op_error(OPS[op.name], args, arg_errs, out, op.kwargs, program.weights(k))
+        if op.name in _SOFTMAX_RULES and dtype in _NARROW:
+            err = min(err, _SOFTMAX_RULES[op.name](args, arg_errs, op.kwargs, program.weights(k), u))
         errs.append(err + ULPS * _cancellation(op.name, args, op.kwargs) + ULPS * floor)
     return errs
+
+
+#: Dtypes whose rounding can move attention logits by O(1) or more at the library's inputs.
+_NARROW: Final = frozenset({"float16", "bfloat16"})
+
+
+def _sdpa_error(xs: Sequence[Array], errs: Sequence[float], p: Params, ws: Sequence[Array], u: float) -> float:
+    """Forward error of scaled dot-product attention in units of u, not first order in the
+    logits (in bfloat16 at |q|, |k| ~ 50 their rounding is O(10), where a linearised
+    softmax is off by e^10). The output o_i = sum_j P_ij v_j is a convex combination of
+    V's rows, so its error is made of V's spread, not of the logits' size:
+
+    * logit s_ij = q_i . k_j * scale (+ mask) as computed, exponent included, errs by at most
+      D_ij = ULPS u ((E + 2) |q_i| . |k_j| |scale| + |mask_ij| + |s_ij| + |s_ij - m_i| + 1)
+      (the dot product and the scaling of q, k or s; the mask's add; the max subtracted;
+      exp's own rounding, relative, as an exponent shift);
+    * then exactly (whatever D): P~_ij = P_ij e^{d_j} / sum_k P_ik e^{d_k} with |d_j| <= D_ij, so
+      |P~_ij - P_ij| <= r_ij P_ij, r_ij = max(e^{D_ij} / Z-_i - 1, 1 - e^{-D_ij} / Z+_i),
+      Z-+_i = sum_j P_ij e^{-+D_ij}; and since the weights' changes sum to 0,
+      |sum_j (P~_ij - P_ij) v_je| = |sum_j (P~_ij - P_ij)(v_je - o_ie)| <= sum_j P_ij r_ij |v_je - o_ie|;
+    * whatever the weights, a normalised non-negative combination stays in V's hull:
+      at most max_j |v_je - o_ie| (unmasked j), the smaller of the two is taken;
+    * the normalisation (sum of L terms, division) and the contraction with V round by
+      ULPS u (L + 2) sum_j P~_ij |v_je| (that sum at most min(sum_j P_ij (1 + r_ij) |v_je|,
+      max_j |v_je|)), the output by ULPS u |o_ie|.
+
+    Propagated input errors add lip * E_x (the op's Lipschitz constant, as before). Where the
+    logits' rounding exceeds O(1) the hull term remains: the bound is V's spread, which may
+    admit a wrong answer (the low-precision suite then records the sample inconclusive).
+    """
+    from .ops.attention import _mask, _scores
+
+    x = xs[0]
+    lips, *_ = OPS["sdpa"].lip(xs, np.empty(0), p, ws)  # type: ignore[misc]
+    sens = float(lips[0]) * errs[0]
+    q, k, v = x[:, 0], x[:, 1], x[:, 2]
+    length, width = x.shape[2], x.shape[3]
+    scale = abs(p["scale"]) if p["scale"] is not None else 1.0 / math.sqrt(width)
+    s = _scores(x, p)
+    live = np.isfinite(s)
+    sf = np.where(live, s, 0.0)
+    m = np.max(np.where(live, s, -np.inf), axis=-1, keepdims=True)
+    e = np.where(live, np.exp(np.where(live, s - m, 0.0)), 0.0)
+    w = e / np.sum(e, axis=-1, keepdims=True)
+    mask = _mask(length, p)
+    mask_abs = np.abs(mask) if mask is not None and p["mask"] == "float" else 0.0
+    dots = np.einsum("bie,bje->bij", np.abs(q), np.abs(k)) * scale
+    d = ULPS * u * ((width + 2) * dots + mask_abs + np.abs(sf) + np.abs(np.where(live, s - m, 0.0)) + 1.0)
+    r = _weight_changes(np.where(live, d, 0.0), w, -1)
+    o = np.einsum("bij,bje->bie", w, v)
+    dev = np.abs(v[:, None, :, :] - o[:, :, None, :])  # (B, i, j, E)
+    lv = live[..., None]
+    logit = np.minimum(np.sum((w * r)[..., None] * dev, axis=2), np.max(np.where(lv, dev, 0.0), axis=2))
+    absv = np.abs(v)[:, None, :, :]
+    mass = np.minimum(np.sum((w * (1.0 + r))[..., None] * absv, axis=2), np.max(np.where(lv, absv, 0.0), axis=2))
+    total = logit + ULPS * u * ((length + 2) * mass + np.abs(o))
+    return sens + float(np.max(total, initial=0.0)) / u
+
+
+def _weight_changes(d: Array, w: Array, axis: int) -> Array:
+    """r with |P~ - P| <= r P for softmax weights P whose exponents err by at most ``d``
+    (absolute, per entry, not first order): P~_j = P_j e^{d_j} / sum_k P_k e^{d_k}."""
+    d = np.minimum(d, 600.0)
+    z_lo = np.sum(w * np.exp(-d), axis=axis, keepdims=True)
+    z_hi = np.sum(w * np.exp(d), axis=axis, keepdims=True)
+    return np.asarray(np.maximum(np.exp(d) / z_lo - 1.0, 1.0 - np.exp(-d) / z_hi))
+
+
+def _softmax_error(xs: Sequence[Array], errs: Sequence[float], p: Params, ws: Sequence[Array], u: float) -> float:
+    """softmax along ``axis`` in units of u, the model of :func:`_sdpa_error` with V = I: the
+    exponent x_j - m errs by D_j = ULPS u (|x_j - m| + 1) (the subtraction, exp's own
+    rounding), so |P~_j - P_j| <= min(r_j P_j, max(P_j, 1 - P_j)) (a weight stays in [0, 1]),
+    and the normalisation (L terms, a division) adds ULPS u (L + 2) min(P_j (1 + r_j), 1).
+    P_j |x_j - m| <= 1/e: large logits no longer count, as ``L max|x|`` did."""
+    x, axis = xs[0], p["axis"]
+    lips, *_ = OPS["softmax"].lip(xs, np.empty(0), p, ws)  # type: ignore[misc]
+    d = np.abs(x - np.max(x, axis=axis, keepdims=True))
+    e = np.exp(-d)
+    w = e / np.sum(e, axis=axis, keepdims=True)
+    r = _weight_changes(ULPS * u * (d + 1.0), w, axis)
+    total = np.minimum(r * w, np.maximum(w, 1.0 - w)) + ULPS * u * (x.shape[axis] + 2) * np.minimum(w * (1.0 + r), 1.0)
+    return float(lips[0]) * errs[0] + float(np.max(total, initial=0.0)) / u
+
+
+#: Ops with a bound of their own in float16/bfloat16, tighter than their row of the table
+#: where the logits are large (docs/tolerances.md, "Vacuous bounds"); the smaller is used.
+_SOFTMAX_RULES: Final = {"sdpa": _sdpa_error, "softmax": _softmax_error}
 
 
 #: Ops whose backward evaluates ``exp(x - m)`` (softmax weights) at primal values: the

@@ -135,7 +135,7 @@ def _allowed(ops: Collection[str] | None) -> list[OpSpec]:
 
 @st.composite
 def programs(draw: Draw, max_ops: int = 5, n_inputs: int | tuple[int, int] = (1, 2), max_side: int = 6,
-             ops: Collection[str] | None = None) -> Program:
+             ops: Collection[str] | None = None, start: str | None = None) -> Program:
     """Hypothesis search strategy for :class:`Program` (not a distribution strategy).
 
     ``ops`` restricts the randomly chosen operations to those names (the connectors "add"
@@ -143,17 +143,19 @@ def programs(draw: Draw, max_ops: int = 5, n_inputs: int | tuple[int, int] = (1,
     may still appear). The first input's shape is drawn to suit a random allowed op (square
     matrices for det, 4-D for conv2d, ...) and that op comes first where it applies; the
     second input's shape is related to the first (equal, broadcastable, matmul-compatible)
-    or free.
+    or free. ``start`` names the op every program starts with (the others still drawn from
+    ``ops``): a property can then give one op test ids of its own, composed with the rest.
     """
     lo, hi = _input_range(n_inputs)
     specs = _allowed(ops)
-    target = draw(st.sampled_from(specs))
+    target = _allowed([start])[0] if start is not None else draw(st.sampled_from(specs))
     first = target.hint(draw, max_side) if target.hint else _draw_shape(draw, max_side)
     shapes = [first] + [_related_shape(draw, first, max_side) for _ in range(draw(st.integers(lo, hi)) - 1)]
     b = _Builder(len(shapes), list(shapes), [INPUT_MAX] * len(shapes))
     for step in range(draw(st.integers(1, max(1, max_ops)))):
         # The first op is the drawn target, so every op gets its share of the examples.
-        _add_random_op(draw, b, specs, target if step == 0 else None)
+        _add_random_op(draw, b, [*specs, target] if step == 0 and target not in specs else specs,
+                       target if step == 0 else None)
     _connect_unused(b)
     return Program(tuple(shapes), tuple(b.ops))
 
@@ -166,7 +168,7 @@ def input_recipes(n_inputs: int) -> st.SearchStrategy[InputRecipe]:
 
 @st.composite
 def program_cases(draw: Draw, max_ops: int = 5, n_inputs: int | tuple[int, int] = (1, 2), max_side: int = 6,
-                  ops: Collection[str] | None = None) -> ProgramCase:
+                  ops: Collection[str] | None = None, start: str | None = None) -> ProgramCase:
     """Hypothesis search strategy for a :class:`ProgramCase`: a program and its inputs."""
-    program = draw(programs(max_ops, n_inputs, max_side, ops))
+    program = draw(programs(max_ops, n_inputs, max_side, ops, start))
     return ProgramCase.from_recipe(program, draw(input_recipes(program.n_inputs)))
