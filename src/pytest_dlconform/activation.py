@@ -28,6 +28,9 @@ MARKERS = (
     "registry (list them with `dlconform claims`); --dl-claims selects by it.",
     "min_devices(n): the test needs at least n devices of its device kind (logical CPU devices "
     "count on cpu, see --dl-replicas); with fewer it reports 'not applicable'.",
+    "dl_shard_group(key=None, *, by=None): tests of one module with the same key run in the same --dl-shard "
+    "(they share work whose result depends on which of them ran); by=f computes the key from the test's "
+    "parameters, f(callspec.params) -> str.",
 )
 
 DL_FIXTURES = frozenset({"dl_framework", "dl_device", "dl_strategy", "dl_model", "dl_settings", "dl_tolerance",

@@ -105,12 +105,27 @@ def as_default(budget: Any) -> Iterator[None]:
         yield
 
 
+#: The start of what hypothesis reports when it stops a slow shrink (its five-minute limit,
+#: which :func:`bounded_shrinking` lowers): "... PLEASE REPORT THIS ...", wrong for a cut the
+#: plugin made, so claim tests show :func:`shrink_note` instead.
+HYPOTHESIS_SLOW_SHRINK = "WARNING: Hypothesis has spent more than five minutes working to shrink"
+
+
+def shrink_note(seconds: float, profile: str | None) -> str:
+    """What a claim test says when the plugin cut its shrinking short."""
+    which = f" (--dl-profile={profile})" if profile else " (the profile's bound)"
+    return (f"dlconform stopped shrinking after {seconds:g} s{which}; the example shown is not minimal; "
+            "use --dl-profile=thorough to shrink fully")
+
+
 @contextlib.contextmanager
-def bounded_shrinking(seconds: float | None) -> Iterator[list[str]]:
+def bounded_shrinking(seconds: float | None, profile: str | None = None) -> Iterator[list[str]]:
     """Limit hypothesis's shrinking to ``seconds`` while a claim test runs; the yielded list
     gets a note when a shrink was cut short. Uses hypothesis's engine limit
     (``MAX_SHRINKING_SECONDS``, read when shrinking starts); if a hypothesis release moves
-    it, shrinking keeps hypothesis's own limit and the note says so."""
+    it, shrinking keeps hypothesis's own limit and the note says so. Hypothesis's report of
+    the cut (:data:`HYPOTHESIS_SLOW_SHRINK`, which asks users to report a hypothesis bug) is
+    replaced by :func:`shrink_note` meanwhile; nothing outside the claim test changes."""
     notes: list[str] = []
     if seconds is None:
         yield notes
@@ -118,21 +133,27 @@ def bounded_shrinking(seconds: float | None) -> Iterator[list[str]]:
     try:
         from hypothesis.internal.conjecture import engine
         runner, reason = engine.ConjectureRunner, engine.ExitReason.very_slow_shrinking
-        old_limit, old_exit = engine.MAX_SHRINKING_SECONDS, runner.exit_with
+        old_limit, old_exit, old_report = engine.MAX_SHRINKING_SECONDS, runner.exit_with, engine.report
     except (ImportError, AttributeError):
         notes.append("shrinking not bounded: this hypothesis release has no MAX_SHRINKING_SECONDS")
         yield notes
         return
+    note = shrink_note(seconds, profile)
 
     def exit_with(self: Any, why: Any) -> Any:
-        if why == reason:
-            notes.append(f"shrinking stopped after {seconds:g} s (the profile's bound); the example shown may not be minimal")
+        if why == reason and note not in notes:
+            notes.append(note)
         return old_exit(self, why)
+
+    def report(text: str) -> None:
+        old_report(note if str(text).startswith(HYPOTHESIS_SLOW_SHRINK) else text)
 
     engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]  # a module constant, restored below
     runner.exit_with = exit_with  # type: ignore[method-assign,assignment]  # restored below; claim tests only
+    engine.report = report  # restored below; claim tests only
     try:
         yield notes
     finally:
         engine.MAX_SHRINKING_SECONDS = old_limit
         runner.exit_with = old_exit  # type: ignore[method-assign]
+        engine.report = old_report

@@ -12,6 +12,10 @@
                                          the standalone script that reproduces a violated test (repro.py)
     dlconform soak [--quick N] [--explore M] [--out DIR] [-- PYTEST ARGS]
                                          run the suites N+M times with random seeds (soak.py)
+    dlconform merge SHARD.json ... -o MERGED.json [--html MERGED.html]
+                                         join the reports of the N shards of a --dl-shard run (merge.py)
+    dlconform durations REPORT.json ... -o FILE
+                                         the durations file --dl-shard balances by (shards.py)
     dlconform mutate [--area A] [--mutant NAME ...] [--sample N --seed S] [-n 2]
                                          the mutation score: the suites against framework mutants (mutants/)
 
@@ -28,7 +32,7 @@ SUITES_PACKAGE = "pytest_dlconform.suites"
 EXIT_USAGE = 4  # as pytest's usage error: a claim glob that matches nothing
 
 # The subcommands that hand their arguments to a parser of their own (or to pytest).
-DELEGATED = ("run", "soak", "mutate", "modes", "repro")
+DELEGATED = ("run", "soak", "mutate", "modes", "repro", "merge", "durations")
 
 RUN_PREFACE = """\
 dlconform run [PYTEST ARGS]: pytest, with the conformance suites this package ships.
@@ -83,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="report a margin that grew by at least this fraction of the tolerance (default 0.25)")
     cmp.add_argument("--known-divergences", metavar="TOML", help="known-divergences file applied to the new report")
     cmp.add_argument("--fail-on-drift", action="store_true", help="exit 1 on evidence drift too")
+    cmp.add_argument("--known-regressions", choices=("fail", "warn"), default="fail",
+                     help="a test that held and is now violated with a known divergence's symptom (a regression into "
+                          "a known bug): fail (exit 1, the default) or warn (reported, exit 0)")
     page = sub.add_parser("html", help="render a JSON report as a self-contained HTML page")
     page.add_argument("report", help="the JSON report of a run (--dl-report)")
     page.add_argument("output", help="the HTML file to write (replaced if it exists)")
@@ -93,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
                                 "comes with the command that reproduces it", add_help=False)
     sub.add_parser("mutate", help="the mutation score: run the suites against deliberately broken frameworks",
                    add_help=False)
+    sub.add_parser("merge", help="join the JSON reports of the N shards of a --dl-shard run into one report "
+                                 "(-o MERGED.json [--html MERGED.html])", add_help=False)
+    sub.add_parser("durations", help="write the durations file --dl-shard balances by, from JSON reports "
+                                     "(-o FILE)", add_help=False)
     return parser
 
 
@@ -132,6 +143,14 @@ def _delegate(command: str, argv: list[str]) -> int:
         from .mutants import runner
 
         return runner.main(argv)
+    if command == "merge":
+        from . import merge
+
+        return merge.main(argv)
+    if command == "durations":
+        from . import shards
+
+        return shards.main(argv)
     if command == "modes":
         from . import modes
 
@@ -200,7 +219,8 @@ def _compare(args: argparse.Namespace) -> int:
         sys.stderr.write(f"dlconform compare: --threshold {args.threshold} must be a positive fraction of the tolerance\n")
         return compare.EXIT_UNUSABLE
     try:
-        result = compare.run(args.old, args.new, threshold=threshold, divergences_path=args.known_divergences)
+        result = compare.run(args.old, args.new, threshold=threshold, divergences_path=args.known_divergences,
+                             known_regressions=args.known_regressions)
     except compare.UnusableReport as exc:
         sys.stderr.write(f"dlconform compare: {exc}\n")
         return compare.EXIT_UNUSABLE

@@ -40,8 +40,8 @@ PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO, PROP_EXPECTED 
 PROP_SEED = "dl_seed"  # the test's seed (session.guard: from --dl-seed and its identity inside the package)
 
 __all__ = [
-    "NOT_APPLICABLE_PREFIX", "SCHEMA", "SCHEMA_VERSION", "Collector", "TestResult", "matrix_lines", "report_document",
-    "with_counts", "write_atomic",
+    "NOT_APPLICABLE_PREFIX", "SCHEMA", "SCHEMA_VERSION", "Collector", "TestResult", "failure_lines", "matrix_lines",
+    "report_document", "with_counts", "write_atomic",
 ]
 
 
@@ -288,10 +288,45 @@ def worst_margin(tests: Iterable[Mapping[str, Any]]) -> float | str | None:
     return "inf" if top == float("inf") else top
 
 
+BITWISE = "bitwise"  # the margin of a failed exact check (tolerance 0): no ratio to show
+NO_MARGIN = "-"  # a failure without a failing numeric check (an exception, a wrong type)
+
+
 def format_margin(margin: Any) -> str:
+    """A margin for people: "" without checks, "bitwise" for a failed exact check ("inf" in
+    the report: JSON has no infinity), else two significant digits."""
     if margin is None:
         return ""
+    if margin == "inf" or margin == float("inf"):
+        return BITWISE
     return margin if isinstance(margin, str) else f"{margin:.2g}"
+
+
+def _row_margin(tests: Sequence[Mapping[str, Any]]) -> str:
+    """A matrix row's margin: "-" where it failed without a failing numeric check (a margin
+    of 0 next to FAIL would read as "comfortably inside")."""
+    margin = worst_margin(tests)
+    failed = [t for t in tests if t["verdict"] in (VIOLATED, ERROR)]
+    if failed and not any(_failing_checks(t) for t in failed):
+        return NO_MARGIN
+    return format_margin(margin)
+
+
+def _failing_checks(test: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """A test's checks outside their tolerance (margin above 1, infinite or NaN), worst first."""
+    checks = (test.get("evidence") or {}).get("checks") or {}
+    out = []
+    for name, check in checks.items():
+        if not isinstance(check, Mapping) or "margin" not in check:
+            continue
+        try:
+            margin = float(check["margin"])
+        except (TypeError, ValueError):
+            continue
+        if not margin <= 1:
+            out.append((name, check, margin))
+    out.sort(key=lambda c: -c[2] if c[2] == c[2] else float("-inf"))  # a NaN margin first
+    return [(name, check) for name, check, _ in out]
 
 
 def cell_symbol(entry: Mapping[str, Any], column: str) -> str:
@@ -355,9 +390,10 @@ def matrix_lines(doc: Mapping[str, Any], width: int = 120, max_rows: int = 40) -
             if key not in shown:
                 continue
             cells = "".join(_symbol(rows[key].get(col, [])).rjust(col_w) for col in columns)
-            margin = format_margin(worst_margin(t for tests in rows[key].values() for t in tests))
+            margin = _row_margin([t for tests in rows[key].values() for t in tests])
             lines.append((_fit(("  " if fold else "") + labels[key], claim_w) + cells + "  " + margin).rstrip())
-    note = f"margin: worst observed/tolerance over a claim's checks (1 is the limit); {EXPECTED_SYMBOL}: known divergence"
+    note = (f"margin: worst observed/tolerance over a claim's checks (1 is the limit; {BITWISE}: an exact check "
+            f"differed; {NO_MARGIN}: failed without a numeric check); {EXPECTED_SYMBOL}: known divergence")
     if fold:
         note += "; rows that hold everywhere are folded per area (held/ran); all are in --dl-report/--dl-html"
     lines += textwrap.wrap(note, width)
@@ -365,8 +401,8 @@ def matrix_lines(doc: Mapping[str, Any], width: int = 120, max_rows: int = 40) -
     lines.append(count_line("claims", doc["counts"]["claims"], doc["counts"]["expected"]["claims"]))
     vacuous = doc["counts"].get("inconclusive") or {}
     if vacuous.get("comparisons"):
-        lines.append(f"inconclusive: {vacuous['comparisons']} comparisons in {vacuous['tests']} tests had a bound "
-                     "that accepts a wrong answer (zeros, a NaN, the sign flip): not counted as checks")
+        lines += textwrap.wrap(f"inconclusive: {vacuous['comparisons']} comparisons in {vacuous['tests']} tests had a bound "
+                               "that accepts a wrong answer (zeros, a NaN, the sign flip): not counted as checks", width)
     return lines
 
 
@@ -394,6 +430,108 @@ def count_line(what: str, counts: Mapping[str, int], expected: int) -> str:
             text += f" ({expected} expected)"
         parts.append(text)
     return f"{what}: " + ", ".join(parts)
+
+
+def failure_lines(doc: Mapping[str, Any], width: int = 120, max_lines: int | None = 40) -> list[str]:
+    """The failure block under the matrix: one line per violated (not a known divergence) or
+    error test, under a line naming its claim (claims sorted): its symbol, margin (``-``
+    without a failing numeric check), short test id and the symptom in a sentence. At most
+    ``max_lines`` tests (None: all)."""
+    failed = sorted(((cid, t) for cid, entry in doc["claims"].items() for t in entry["tests"]
+                     if t["verdict"] == ERROR or (t["verdict"] == VIOLATED and not t.get("expected"))),
+                    key=lambda item: (item[0], item[1]["nodeid"]))
+    if not failed:
+        return []
+    lines = [_clip(f"failures ({len(failed)}, by claim; margin: the worst failing check's observed/allowed, "
+                   f"{BITWISE}: exact check, {NO_MARGIN}: none failed):", width)]
+    claim = None
+    for cid, test in failed[:max_lines]:
+        if cid != claim:  # the claim once, its tests under it
+            claim = cid
+            lines.append(_clip(f"  {cid}", width))
+        margin, symptom = failure_symptom(test)
+        prefix = f"    {SYMBOL[test['verdict']]:<4} {margin:>7}  "
+        room = width - len(prefix) - 2
+        test_id = short_id(test["nodeid"])
+        if len(test_id) + len(symptom) > room:  # the test id gives way first, down to 24 columns
+            test_id = _shorten_id(test_id, max(24, room - min(len(symptom), 60)))
+        lines.append(_clip(f"{prefix}{test_id}: {symptom}", width))
+    if max_lines is not None and len(failed) > max_lines:
+        lines.append(f"  ... and {len(failed) - max_lines} more (-v lists all; every test is in --dl-report/--dl-html)")
+    return lines
+
+
+def short_id(nodeid: str) -> str:
+    """A node id without its file: ``test_name[params]`` (``Class::test_name[params]``)."""
+    path, sep, rest = nodeid.partition("::")
+    return rest if sep else path.rsplit("/", 1)[-1]
+
+
+def _shorten_id(test_id: str, width: int) -> str:
+    """``test_id`` in ``width`` columns: its name cut (``~``) before its parameters."""
+    if len(test_id) <= width:
+        return test_id
+    name, bracket, params = test_id.partition("[")
+    params = bracket + params
+    if len(params) > width // 2:
+        params = params[: max(width // 2 - 2, 1)] + "~]"
+    keep = max(width - len(params) - 1, 4)
+    return name[:keep] + "~" + params
+
+
+def failure_symptom(test: Mapping[str, Any]) -> tuple[str, str]:
+    """(margin, symptom) of a failed test: its worst failing check with observed vs allowed,
+    else the exception's type and the first line of its message, else its reason."""
+    failing = _failing_checks(test)
+    if failing:
+        name, check = failing[0]
+        observed, tolerance = check.get("observed"), check.get("tolerance")
+        margin = format_margin(check.get("margin"))
+        allowed = "0 (bitwise)" if margin == BITWISE else _num(tolerance)
+        more = f" (+{len(failing) - 1} more failing checks)" if len(failing) > 1 else ""
+        return margin, f"observed {_num(observed)}, allowed {allowed}{more}: {name}"
+    exc = (test.get("evidence") or {}).get("exception") or {}
+    types, message = list(exc.get("types") or []), str(exc.get("message") or "")
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    if types and types[0] == "Failed" and first:  # pytest.fail(...): the message says it all
+        return NO_MARGIN, first
+    if types:
+        return NO_MARGIN, f"{types[0]}: {first}" if first else str(types[0])
+    return NO_MARGIN, str(test.get("reason") or "(no reason given)")
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+def wrap_line(line: str, width: int = 120, indent: str = "    ") -> list[str]:
+    """One logical line as terminal lines of at most ``width`` columns (continuations indented)."""
+    if len(line) <= width:
+        return [line]
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [line[:width]]
+
+
+def wrap_command(line: str, width: int = 120, indent: str = "    ") -> list[str]:
+    """A shell command over lines of at most ``width`` columns, each but the last ending in
+    `` \\`` so that the lines paste as one command."""
+    if len(line) <= width:
+        return [line]
+    words, out, current = _SHELL_WORD.findall(line), [], ""  # never split inside quotes
+    for word in words:
+        candidate = f"{current} {word}" if current else word
+        if current and len(candidate) + 2 > width:
+            out.append(current + " \\")
+            current = indent + word
+        else:
+            current = candidate
+    return [*out, current]
+
+
+_SHELL_WORD = re.compile(r"""(?:[^\s'"]+|'[^']*'|"(?:\\.|[^"\\])*")+""")
+
+
+def _clip(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "~"
 
 
 # ------------------------------------------------------------------ environment

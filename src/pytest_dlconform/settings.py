@@ -28,6 +28,9 @@ ALLOW_LISTEN_ALL = "allow-listen-all"
 MODEL = "model"
 DIVERGENCES = "divergences"
 EXAMPLES_DB = "examples-db"
+SHARD = "shard"  # --dl-shard=I/N (shards.py)
+KNOWN_REGRESSIONS = "known-regressions"  # --dl-known-regressions=fail|warn (with --dl-baseline)
+KNOWN_REGRESSION_CHOICES = ("fail", "warn")
 # Set by `dlconform run` for the pytest it starts: there, the packaged known-divergences file
 # is the built-in default of --dl-divergences (a flag, DLCONFORM_DIVERGENCES or a dl_divergences
 # ini key still wins, in the usual order). A plain `pytest` run has no default file.
@@ -94,6 +97,12 @@ HELP = {
     MODEL: "your own model for the model.* claims: 'module:factory' (repeatable; env: comma list; ini: one per line). "
     "See docs/own-model.md.",
 }
+HELP[KNOWN_REGRESSIONS] = ("with --dl-baseline: a test that held in the baseline and is now violated with a known "
+                           "divergence's symptom (a regression into a known bug) fails the run (fail) or is reported "
+                           "only (warn). Default: fail.")
+HELP[SHARD] = ("run shard I of N (I/N, from 1): the collection split into N parts balanced by the durations of "
+               "earlier runs, tests that share work kept together; join the N reports with `dlconform merge`. "
+               "Default: the whole collection.")
 # Options given more than once on the command line (argparse action "append").
 REPEATABLE = frozenset({MODEL})
 
@@ -119,6 +128,8 @@ class Settings:
     models: tuple[str, ...] = ()  # --dl-model references 'module:factory', in order, without duplicates
     divergences: str | None = None  # the known-divergences TOML file (absolute), or None
     examples_db: str | None = None  # --dl-examples-db: hypothesis's example database folder (absolute), or None
+    shard: tuple[int, int] | None = None  # --dl-shard: (I, N), 1 <= I <= N, or None (the whole collection)
+    known_regressions: str = "fail"  # --dl-known-regressions: what a known regression against the baseline does
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def claim_selected(self, claim_id: str) -> bool:
@@ -350,6 +361,9 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         models=_models(raws[MODEL]),
         divergences=_divergences(raws[DIVERGENCES]),
         examples_db=_examples_db(raws[EXAMPLES_DB], raws[PROFILE]),
+        shard=_shard(raws[SHARD]),
+        known_regressions=str(get(KNOWN_REGRESSIONS, lambda r: _choice(KNOWN_REGRESSIONS, r, KNOWN_REGRESSION_CHOICES),
+                                  "fail")),
         sources=sources,
     )
 
@@ -373,3 +387,15 @@ def _examples_db(raw: Raw | None, profile_raw: Raw | None) -> str | None:
     if not os.access(path if os.path.isdir(path) else parent, os.W_OK):
         raise _bad(EXAMPLES_DB, raw, "is not writable", "choose a writable folder")
     return path
+
+
+def _shard(raw: Raw | None) -> tuple[int, int] | None:
+    if raw is None:
+        return None
+    from .shards import parse
+
+    try:
+        return parse(raw[0])
+    except ValueError as exc:
+        problem, _, fix = str(exc).partition("; ")
+        raise _bad(SHARD, raw, problem, fix) from None

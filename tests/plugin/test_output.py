@@ -75,11 +75,54 @@ def test_slow_to_shrink(xs):
 """
 
 
+HOST_PROPERTY = """
+from hypothesis import given, strategies as st
+from hypothesis.internal.conjecture import engine
+import hypothesis.reporting
+
+@given(st.integers())
+def test_host_property(x):  # a host project's own property: hypothesis's limit and messages
+    assert engine.MAX_SHRINKING_SECONDS == 300
+    assert engine.report is hypothesis.reporting.report
+"""
+
+
 def test_shrinking_is_bounded_in_the_ci_profile_and_the_report_says_so(suite: pytest.Pytester) -> None:
-    suite.makepyfile(test_shrink=SLOW_SHRINK)
+    suite.makepyfile(test_shrink=SLOW_SHRINK, test_zhost=HOST_PROPERTY)
     result = suite.runpytest_subprocess("--dl-framework=torch", "--dl-report=r.json", "--dl-profile=quick")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=1, passed=1)  # the host's property ran after the claim test, untouched
     doc = json.loads((suite.path / "r.json").read_text())
     [test] = doc["claims"]["autodiff.tape.watch"]["tests"]
     assert test["verdict"] == "violated"
-    assert "shrinking stopped after 2 s" in test["evidence"]["notes"]["shrinking"]
+    note = "dlconform stopped shrinking after 2 s (--dl-profile=quick); the example shown is not minimal"
+    assert note in test["evidence"]["notes"]["shrinking"]
+    # hypothesis's own "spent more than five minutes ... PLEASE REPORT THIS" is wrong for the
+    # plugin's cut: the failure shows the plugin's note instead
+    out = result.stdout.str()
+    assert "PLEASE REPORT THIS" not in out and "five minutes" not in out
+    assert note + "; use --dl-profile=thorough to shrink fully" in out
+
+
+LOGGING_SUITE = """
+import pytest
+
+@pytest.mark.claim("autodiff.tape.watch")
+def test_logs_then_fails():
+    from torch.onnx._internal.exporter._registration import _get_overload
+    assert _get_overload("torchvision::nms") is None  # torch logs a warning: no torchvision
+    assert False, "planted failure"
+"""
+
+
+def test_framework_log_warnings_are_counted_not_shown_in_failures(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_log=LOGGING_SUITE)
+    result = suite.runpytest_subprocess("--dl-framework=torch", "--dl-report=r.json")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str() + result.stderr.str()
+    assert "planted failure" in out and "torchvision is not installed" not in out
+    doc = json.loads((suite.path / "r.json").read_text())
+    [test] = doc["claims"]["autodiff.tape.watch"]["tests"]
+    [(key, count)] = test["evidence"]["notes"]["warnings"].items()
+    assert key.startswith("log WARNING torch.onnx.") and "torchvision is not installed" in key and count == 1
+    verbose = suite.runpytest_subprocess("--dl-framework=torch", "-v")
+    assert "torchvision is not installed" in verbose.stdout.str() + verbose.stderr.str()  # -v shows them

@@ -128,6 +128,14 @@ class Run(Workers, Collection, Guard, Outcome):
             return None
         return divergences.match_failure(self.divergences, test, failure, self.environment())
 
+    def divergence_elsewhere(self, test: dict[str, Any], failure: Any) -> Any:
+        """The entry a violated test would match but for the version (divergences.match_elsewhere)."""
+        from .. import divergences
+
+        if not self.divergences:
+            return None
+        return divergences.match_elsewhere(self.divergences, test, failure, self.environment())
+
     def environment(self) -> dict[str, Any]:
         """The stack of this run (versions, devices, settings), computed once."""
         cached: dict[str, Any] | None = getattr(self, "_environment", None)

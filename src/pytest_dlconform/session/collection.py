@@ -94,6 +94,10 @@ class Collection:
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
+        if self.settings.shard is not None:  # --dl-shard=I/N: of what the run selected, part I (issue 30)
+            from .. import shards
+
+            shards.keep_shard(config, items, self.settings.shard)
 
     def _params(self, item: pytest.Item) -> dict[str, str]:
         callspec = getattr(item, "callspec", None)

@@ -37,14 +37,12 @@ class Outcome:
         if not outcome.doc["claims"] and not outcome.messages:
             return
         terminalreporter.write_sep("=", "dlconform conformance matrix")
-        for line in self.header_lines() if header else ():  # activated by a claim test, after the header
-            terminalreporter.write_line(line)
-        for line in results.matrix_lines(outcome.doc, terminalreporter._tw.fullwidth):
-            terminalreporter.write_line(line)
-        for line in _reason_lines(outcome.doc):
-            terminalreporter.write_line(line)
-        for line in outcome.messages:
-            terminalreporter.write_line(f"dlconform: {line}", bold=True)
+        verbose = terminalreporter.config.get_verbosity() > 0
+        head = self.header_lines() if header else []  # activated by a claim test, after the header
+        lines = summary_lines(outcome.doc, outcome.messages, width=terminalreporter._tw.fullwidth,
+                              verbose=verbose, header=head)
+        for line, bold in lines:
+            terminalreporter.write_line(line, bold=bold)
 
     def finish(self, session: pytest.Session) -> None:
         """Controller only: apply known divergences, compare with the baseline, write files.
@@ -90,6 +88,8 @@ def _outcome(run: Any) -> _Outcome:
         return cached
     claims = {cid: c.as_dict() for cid, c in registry.registry().items()}
     outcome = _Outcome(results.report_document(run.collector, run.environment(), claims))
+    from .. import shards  # --dl-shard: which part of the collection this report holds (issue 30)
+    outcome.doc = shards.record(outcome.doc, run.settings.shard)
     _apply_divergences(run, outcome)
     from .. import repro  # each violated test's standalone script (issue 14)
     outcome.doc = repro.attach(outcome.doc)
@@ -115,7 +115,8 @@ def _apply_divergences(run: Any, outcome: _Outcome) -> None:
         outcome.unusable = True
         return
     outcome.doc = divergences.apply(outcome.doc, entries)
-    outcome.messages += divergences.status_lines(list(outcome.doc.divergences))
+    verbose = run.config.get_verbosity() > 0 if getattr(run, "config", None) is not None else True
+    outcome.messages += divergences.status_lines(list(outcome.doc.divergences), verbose=verbose)
 
 
 def _compare_baseline(run: Any, outcome: _Outcome) -> None:
@@ -125,13 +126,14 @@ def _compare_baseline(run: Any, outcome: _Outcome) -> None:
     if not path or not outcome.doc["claims"]:
         return
     try:
-        comparison = compare.compare(compare.load(path, "baseline"), outcome.doc)
+        comparison = compare.compare(compare.load(path, "baseline"), outcome.doc,
+                                     known_regressions=run.settings.known_regressions)
     except compare.UnusableReport as exc:
         outcome.messages.append(f"{opts.flag(opts.BASELINE)}: {exc}")
         outcome.unusable = True
         return
     text = compare.to_text(comparison)
-    outcome.regressed = compare.names([*comparison.regressed, *comparison.held_to_error])
+    outcome.regressed = compare.names(comparison.failing)  # known regressions too, unless --dl-known-regressions=warn
     outcome.doc = outcome.doc.replace(baseline={"path": path, "regressed": outcome.regressed, "text": text})
     outcome.messages += text.rstrip("\n").splitlines()
 
@@ -146,18 +148,73 @@ def _exit_status(session: pytest.Session, outcome: _Outcome) -> int | None:
     return None
 
 
-def _reason_lines(doc: Report) -> list[str]:
-    """Why tests were not applicable, and harness errors kept apart from conformance results."""
+#: Every line of the summary fits this many columns (the matrix: the terminal's width, at most this).
+WIDTH = 120
+
+
+def summary_lines(doc: Report, messages: list[str], width: int = WIDTH, verbose: bool = False,
+                  header: list[str] | None = None) -> list[tuple[str, bool]]:
+    """The end-of-run summary as (line, bold) pairs, each at most :data:`WIDTH` columns:
+    header lines (where a claim test activated the plugin late), the matrix with its counts,
+    the failure block, the n/a reasons and harness errors grouped by cause, and messages."""
+    width = min(width, WIDTH)
+    out = [(line, False) for line in header or []]
+    out += [(line, False) for line in results.matrix_lines(doc, width)]
+    out += [(line, False) for line in results.failure_lines(doc, WIDTH, max_lines=None if verbose else 40)]
+    out += [(line, False) for text in _reason_lines(doc, verbose) for line in results.wrap_line(text, WIDTH)]
+    out += [(line, True) for text in messages for line in results.wrap_line(f"dlconform: {text}", WIDTH)]
+    return out
+
+
+def _reason_lines(doc: Report, verbose: bool = False) -> list[str]:
+    """Why tests were not applicable, and harness errors kept apart from conformance results,
+    grouped by cause: a test's recorded cause (``not_applicable(reason, cause=..., subject=...)``),
+    else its reason. A cause's line names its subjects; ``-v`` adds each reason under it."""
     lines = []
     for verdict, label in ((results.NOT_APPLICABLE, "n/a"), (results.ERROR, "harness error, not a conformance result")):
-        reasons: dict[str, int] = {}
+        groups: dict[str, dict[str, Any]] = {}
         for entry in doc["claims"].values():
             for test in entry["tests"]:
-                if test["verdict"] == verdict:
-                    key = test["reason"] or "(no reason given)"
-                    reasons[key] = reasons.get(key, 0) + 1
-        lines += [f"{label} ({n} test{'s' if n > 1 else ''}): {reason}" for reason, n in sorted(reasons.items())]
+                if test["verdict"] != verdict:
+                    continue
+                reason = test["reason"] or "(no reason given)"
+                notes = (test.get("evidence") or {}).get("notes") or {}
+                cause = notes.get(NA_CAUSE) if verdict == results.NOT_APPLICABLE else None
+                group = groups.setdefault(str(cause or reason), {"n": 0, "cause": bool(cause), "subjects": {}, "reasons": {}})
+                group["n"] += 1
+                if notes.get(NA_SUBJECT) is not None:
+                    group["subjects"][str(notes[NA_SUBJECT])] = None
+                group["reasons"][reason] = group["reasons"].get(reason, 0) + 1
+        for key, group in sorted(groups.items(), key=lambda kv: (-kv[1]["n"], kv[0])):
+            n = group["n"]
+            text = f"{label} ({n} test{'s' if n > 1 else ''}): {key}"
+            if group["cause"]:
+                text += _subjects(sorted(group["subjects"]), WIDTH - len(text))
+                if verbose:
+                    lines.append(text)
+                    lines += [f"    {reason}" + (f" ({k} tests)" if k > 1 else "")
+                              for reason, k in sorted(group["reasons"].items())]
+                    continue
+            lines.append(text)
     return lines
+
+
+# The evidence notes a test records with not_applicable(reason, cause=..., subject=...).
+NA_CAUSE, NA_SUBJECT = "not_applicable_cause", "not_applicable_subject"
+
+
+def _subjects(subjects: list[str], room: int) -> str:
+    """" (qr, svd, ...)": the subjects of a cause, as many as fit ``room`` columns."""
+    if not subjects:
+        return ""
+    shown: list[str] = []
+    for i, name in enumerate(subjects):
+        rest = len(subjects) - i - 1
+        tail = f", ... {len(subjects)} in all" if rest else ""
+        if len(" (" + ", ".join([*shown, name]) + tail + ")") > room and shown:
+            return " (" + ", ".join(shown) + f", ... {len(subjects)} in all)"
+        shown.append(name)
+    return " (" + ", ".join(shown) + ")"
 
 
 def _interrupted(session: pytest.Session) -> str | None:
