@@ -4,7 +4,11 @@ One TOML file per area lives beside this module. Each ``[[claim]]`` has:
 
 - ``id``: ``area.topic.name``; the area is one of :data:`AREAS`.
 - ``statement``: the claim made precise enough to fail; this is what the test checks.
-- ``source``: where it comes from (a seed document and its sentence, or a documentation page).
+- ``source``: the framework documentation it comes from (the docstring, guide or page,
+  with the documented sentence quoted where there is one), or, for a claim no
+  documentation makes, the words "a common belief (not in the framework documentation)"
+  and why it is checked. It must stand alone: no "seed NNN" document numbers and no
+  paths outside the package (``shared/``), which a user does not have.
 - ``frameworks``: which frameworks it concerns.
 - ``seed``: optional, the seed's own wording where it differs from ``statement``.
 - ``seed_accuracy``: ``accurate`` (default), ``imprecise`` (narrower or vaguer than the
@@ -37,6 +41,9 @@ ACCURACY = ("accurate", "imprecise", "wrong")
 FRAMEWORKS = ("tensorflow", "torch")
 _ID = re.compile(r"^[a-z]+(\.[a-z0-9][a-z0-9-]*){1,3}$")
 _MODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+:/,<>*-]*$")
+# A source a user cannot follow: a numbered seed document ("seed 004") or a path outside
+# the package ("shared/seeds/...").
+_PRIVATE_SOURCE = re.compile(r"\bseeds?\s*\d+|(?<![\w.-])shared/", re.IGNORECASE)
 
 
 class RegistryError(ValueError):
@@ -81,6 +88,10 @@ def _parse(area: str, entry: dict[str, object]) -> Claim:
     for key in ("statement", "source"):
         if not str(entry.get(key, "")).strip():
             raise RegistryError(f"{where}: '{key}' is required")
+    private = _PRIVATE_SOURCE.search(str(entry["source"]))
+    if private:
+        raise RegistryError(f"{where}: source must cite framework documentation a user can read, not {private.group(0)!r}"
+                            " (a seed document number or a path outside the package)")
     unknown = set(entry) - {"id", "statement", "source", "frameworks", "seed", "seed_accuracy", "evidence", "modes"}
     if unknown:
         raise RegistryError(f"{where}: unknown keys {sorted(unknown)}")
