@@ -230,6 +230,9 @@ def test_cell_links_to_its_evidence_and_reproduction(page: tuple[DevTools, Path]
     target = tools.js("document.querySelector(':target').textContent")
     assert "GradientMismatch: off by 1%" in target
     assert "pytest 'suites/autodiff/test_b.py::test_y[cpu-tf]' --dl-seed=0" in target
+    # the claim's evidence block is collapsed; following the link opens it, so a person sees the cell
+    assert tools.js("document.querySelector(':target').getBoundingClientRect().height") > 20
+    assert tools.js("document.querySelector(':target pre.repro').checkVisibility()") is True
 
 
 def test_page_fetches_nothing_from_the_network(page: tuple[DevTools, Path]) -> None:
@@ -238,3 +241,78 @@ def test_page_fetches_nothing_from_the_network(page: tuple[DevTools, Path]) -> N
     urls = [e["params"]["request"]["url"] for e in tools.events if e.get("method") == "Network.requestWillBeSent"]
     assert urls == [path.as_uri()]
     assert not [e for e in tools.events if e.get("method") == "Runtime.exceptionThrown"]
+
+
+VISIBLE_TESTS = ("Array.from(document.querySelectorAll('#tests-table tbody tr')).filter(r=>!r.hidden)"
+                 ".map(r=>r.cells[0].textContent)")
+
+
+def test_overview_first_failures_expanded_the_rest_collapsed(page: tuple[DevTools, Path]) -> None:
+    tools, path = page
+    tools.open(path.as_uri())
+    top = "document.querySelector(%r).getBoundingClientRect().top"
+    tops = [tools.js(top % sel) for sel in ("#areas", "#matrix", "#failures", "#plots", "#tests", "#evidence")]
+    assert tops == sorted(tops)
+    assert tools.js("document.querySelector('#areas').textContent").startswith("areaclaimstests")
+    failure = "document.querySelector('#failures .failure.v-violated-test')"
+    assert tools.js(failure + ".checkVisibility()") is True  # shown without a click
+    assert "GradientMismatch: off by 1%" in tools.js(failure + ".innerText")
+    assert tools.js("document.querySelector('#failures .failure.v-error-test').innerText").count("worker crashed") == 1
+    # a passing test's evidence: one visible line in its claim's block, the checks behind a click
+    tools.js("document.querySelector('[id=\"claim-autodiff.tape.watch\"] details').open=true")
+    line = tools.js("document.querySelector('[id=\"claim-autodiff.tape.watch\"] details.test summary').innerText")
+    assert "holds" in line and "1 checks, worst margin 0.2" in line
+    assert tools.js("document.querySelector('[id=\"claim-autodiff.tape.watch\"] details.test pre').checkVisibility()") is False
+
+
+def test_test_table_is_searched_and_sorted_from_the_query_string(page: tuple[DevTools, Path]) -> None:
+    tools, path = page
+    tools.open(path.as_uri() + "?q=execution+torch")
+    assert tools.js(VISIBLE_TESTS) == ["suites/execution/test_c.py::test_w[cpu-torch]"]
+    assert tools.js("document.getElementById('q-count').textContent") == "1 of 5 tests"
+    tools.open(path.as_uri() + "?sort=margin&order=desc")
+    assert tools.js(VISIBLE_TESTS)[0] == "suites/autodiff/test_a.py::test_x[cpu-tf]"  # the only one with a margin
+    tools.click("#tests-table th[data-key='verdict']")
+    verdicts = tools.js("Array.from(document.querySelectorAll('#tests-table tbody tr')).map(r=>r.cells[3].textContent)")
+    assert verdicts == sorted(verdicts)
+    assert tools.js("document.querySelector(\"#tests-table th[data-key='verdict']\").getAttribute('aria-sort')") == "ascending"
+
+
+TRIMMED = Path(__file__).with_name("html_trimmed_report.json")
+
+
+def test_a_trimmed_real_report_as_a_person_sees_it(tmp_path: Path) -> None:
+    """Every claim of a real full run (one test per cell, a slice of its coverage ledger):
+    the plots are drawn, the divergences are one compact section, nothing fails in the page."""
+    import base64
+
+    binary = _browser()
+    page = tmp_path / "real.html"
+    doc = json.loads(TRIMMED.read_text())
+    page.write_text(html.render(doc), encoding="utf-8")
+    marked = sum(1 for e in doc["claims"].values() if e["expected"] and e["worst_margin"] is not None)
+    tools = DevTools(binary, tmp_path / "profile")
+    try:
+        tools.open(page.as_uri())
+        size = "(function(){var r=document.querySelector(%r).getBoundingClientRect();return [r.width,r.height];})()"
+        for plot in ("#margin-plot", "#area-durations", "#slowest-tests", "#coverage-ops", "#coverage-dtype"):
+            width, height = tools.js(size % plot)
+            assert width > 200 and height > 40, plot
+        assert tools.js("document.querySelectorAll('#margin-plot g.pt').length") == 77
+        assert tools.js("document.querySelectorAll('#margin-plot g.pt[data-token=expected] path').length") == marked > 10
+        assert tools.js("document.querySelectorAll('#slowest-tests g.bar').length") == 20
+        text = tools.js("document.getElementById('divergences').innerText")
+        assert "24 applied" in text and "2 other entries: 1 not reached, 1 not selected" in text
+        assert tools.js("document.querySelectorAll('#tests-table tbody tr').length") == 136
+        assert tools.js("Array.from(document.querySelectorAll('#evidence details')).filter(d=>d.open).length") == 0
+        shot = tools.call("Page.captureScreenshot", {"format": "png"})
+        (tmp_path / "real.png").write_bytes(base64.b64decode(shot["data"]))
+        assert not [e for e in tools.events if e.get("method") == "Runtime.exceptionThrown"]
+    finally:
+        tools.close()
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    colours = Image.open(tmp_path / "real.png").convert("RGB").getcolors(1 << 16)
+    assert colours is not None and len(colours) > 20  # drawn, not a blank page
