@@ -13,7 +13,7 @@ Here, for every claim:
   :func:`float_dtypes`;
 - numeric oracles with their error model: :func:`tolerance`, :func:`combined`,
   :func:`assert_close`, :func:`assert_equal`, :data:`UNIT_ROUNDOFF`;
-- gradient oracles: :func:`check_vjp`, :func:`check_jvp_vjp_consistency`,
+- gradient oracles: :func:`check_vjp`, :func:`check_jvp_vjp_consistency`, :func:`check_hvp`,
   :class:`InconclusiveCheck`;
 - statistical oracles with a stated false-alarm rate: :data:`TEST_ALPHA`,
   :func:`assert_frequencies`, :func:`check_dropout`, :func:`dropout_elements`;
@@ -31,8 +31,18 @@ from __future__ import annotations
 
 from .. import evidence, not_applicable
 from ..checks.bug_references import bug_reference
-from ..checks.gradients import InconclusiveCheck, check_jvp_vjp_consistency, check_vjp
-from ..checks.numerics import UNIT_ROUNDOFF, Tolerance, ToleranceExceeded, assert_close, assert_equal, combined, tolerance
+from ..checks.gradients import InconclusiveCheck, check_hvp, check_jvp_vjp_consistency, check_vjp
+from ..checks.numerics import (
+    UNIT_ROUNDOFF,
+    Tolerance,
+    ToleranceExceeded,
+    accepted_wrong_answers,
+    assert_close,
+    assert_equal,
+    combined,
+    difference,
+    tolerance,
+)
 from ..checks.stats import TEST_ALPHA, assert_frequencies, check_dropout, dropout_elements
 from ..determinism import deterministic_kernels
 from ..frameworks import Adapter, HarnessError, adapter
@@ -47,6 +57,7 @@ __all__ = [
     "InconclusiveCheck",
     "Tolerance",
     "ToleranceExceeded",
+    "accepted_wrong_answers",
     "adapter",
     "assert_close",
     "assert_equal",
@@ -54,10 +65,12 @@ __all__ = [
     "budget",
     "bug_reference",
     "check_dropout",
+    "check_hvp",
     "check_jvp_vjp_consistency",
     "check_vjp",
     "combined",
     "deterministic_kernels",
+    "difference",
     "dropout_elements",
     "evidence",
     "float_arrays",

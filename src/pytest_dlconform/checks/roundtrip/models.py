@@ -40,6 +40,9 @@ TORCH_BN_EPS, TORCH_LN_EPS = 1e-5, 1e-5  # torch defaults (nn.BatchNorm1d / nn.L
 POOL = 2  # pooling layers: pool size and stride 2, 'valid'
 WEIGHTED = ("dense", "conv1d", "conv2d")  # layers with a kernel, a bias and an activation
 RECURRENT = ("lstm", "gru")
+# Elementwise roundings a recurrent step is allowed in model_tolerance (gate functions, the
+# state update): the recurrent magnitudes charge each rounding 1 / RECURRENT_OPS of the budget.
+RECURRENT_OPS = 10
 
 
 @dataclass(frozen=True)
@@ -378,13 +381,10 @@ def forward_magnitude(spec: ModelSpec, x: np.ndarray, *, bn_eps: float, ln_eps: 
     gamma) * max(s): the budget :func:`model_tolerance` states. Layer normalisation adds
     the rounding of its variance, which cancels when the spread is small against the entries
     (|x_hat| max(m)^2 / sd^2; explore seed 2567932, ONNX Runtime's E[x^2] - mu^2 after a
-    sigmoid). A recurrent layer over T
-    steps: each step's gate terms are at most G = max(|x_t| |W|) + max row sum |U| + max|b|
-    (the state |h| <= 1), so each gate errs by gamma (G + 1); the cell c_t = f c_{t-1} + i g
-    (|c_t| <= t) adds |c_{t-1}| e_f + e_i + e_g <= (t + 2) gamma (G + 1) a step, and with
-    recurrent weights that do not amplify (:func:`parameters`) the steps add:
-    scale T (T + 4) / 2 (G + 1), carried on as the layer's magnitude (conservative: later
-    layers measure their own rounding against it too).
+    sigmoid). A recurrent layer runs its own first-order recursion on the reference's
+    gates and states (:func:`_lstm_magnitude`, :func:`_gru_magnitude`): the state's error
+    is damped by the gates (each in (0, 1)), so it grows at most linearly with the steps,
+    never like T^2.
     """
     h = np.asarray(x) if spec.vocab else np.asarray(x, dtype=np.float64)
     m = np.abs(h).astype(np.float64)
@@ -410,12 +410,99 @@ def forward_magnitude(spec: ModelSpec, x: np.ndarray, *, bn_eps: float, ln_eps: 
         elif layer.kind == "embedding":
             m = np.abs(new)
         elif layer.kind in RECURRENT:
-            steps = h.shape[1]
-            gate = float(np.max(m @ np.abs(p["kernel"]), initial=0.0)) + float(np.abs(p["recurrent"]).sum(axis=0).max())
-            gate += float(np.abs(p["bias"]).max()) + 1.0  # + 1: the cell update's own roundings
-            m = np.full(new.shape, steps * (steps + 4) / 2 * gate)
+            seq = (_lstm_magnitude if layer.kind == "lstm" else _gru_magnitude)(h, m, p)
+            m = seq if layer.sequences else seq[:, -1]
         h = new
     return float(np.max(m)) if m.size else 0.0
+
+
+def _sigmoid_slope(z: np.ndarray) -> np.ndarray:
+    s = _sigmoid(z)
+    return s * (1.0 - s)
+
+
+def _lstm_magnitude(x: np.ndarray, m: np.ndarray, p: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Error magnitudes E_h (at least |h_t|) of a Keras LSTM's states, (N, T, units).
+
+    First order, on the reference's values, in units of the budget eps through the layer
+    (every register errs by at most eps E; the input x_t by eps m_t, |x_t| <= m_t). One
+    elementwise rounding is at most OP_ROUNDING u |v| <= rho eps |v| with
+    rho = 1 / RECURRENT_OPS, as :func:`model_tolerance` counts RECURRENT_OPS such ops for
+    the layer (eps >= OP_ROUNDING RECURRENT_OPS u); the gate products x W + h U + b round by
+    gamma_{in + units + 2} <= eps (it counts in + units terms and 4 RECURRENT_OPS u more).
+    Step t, elementwise, |U| the absolute recurrent kernel, s' = s (1 - s) at the gate::
+
+        E_z   = m_t |W| + |h_{t-1}| |U| + |b| + E_h(t-1) |U|     (incoming, rounding, state)
+        E_i   = s'(z_i) E_z_i + rho       (so E_f, E_o; g = tanh: (1 - g^2) E_z_g + rho)
+        E_c(t) = f E_c(t-1) + |c_{t-1}| E_f + |g| E_i + i E_g + rho (|f c_{t-1}| + |i g| + |c_t|)
+        E_h(t) = |tanh c_t| E_o + o (1 - tanh^2 c_t) E_c(t) + rho (|tanh c_t| + |h_t|)
+
+    with E_h(0) = E_c(0) = 0. The forget gate f is in (0, 1), so E_c(T) is a sum of the
+    steps' own terms damped by products of f: linear in T at worst, where the previous model
+    charged T (T + 4) / 2 times the largest gate term. The state's error reaches h only
+    through o tanh'(c) <= 1, and |h| <= 1. Returned: max(|h_t|, E_h(t)), what a later layer
+    needs as its input's magnitude (its own rounding is measured against |h_t|).
+    """
+    units, rho = p["recurrent"].shape[0], 1.0 / RECURRENT_OPS
+    w, u, b = np.abs(p["kernel"]), np.abs(p["recurrent"]), np.abs(p["bias"])
+    h, c, e_h, e_c = (np.zeros((x.shape[0], units)) for _ in range(4))
+    outs = []
+    for t in range(x.shape[1]):
+        z = x[:, t] @ p["kernel"] + h @ p["recurrent"] + p["bias"]
+        e_z = m[:, t] @ w + np.abs(h) @ u + b + e_h @ u
+        zi, zf, zg, zo = (z[:, k * units:(k + 1) * units] for k in range(4))
+        ei, ef, eg, eo = (e_z[:, k * units:(k + 1) * units] for k in range(4))
+        i, f, g, o = _sigmoid(zi), _sigmoid(zf), np.tanh(zg), _sigmoid(zo)
+        ei, ef, eo = (_sigmoid_slope(zk) * ek + rho for zk, ek in ((zi, ei), (zf, ef), (zo, eo)))
+        eg = (1.0 - g**2) * eg + rho
+        c_new = f * c + i * g
+        e_c = f * e_c + np.abs(c) * ef + np.abs(g) * ei + i * eg + rho * (np.abs(f * c) + np.abs(i * g) + np.abs(c_new))
+        tc = np.tanh(c_new)
+        c, h = c_new, o * tc
+        e_h = np.abs(tc) * eo + o * (1.0 - tc**2) * e_c + rho * (np.abs(tc) + np.abs(h))
+        outs.append(np.maximum(np.abs(h), e_h))
+    return np.stack(outs, axis=1)
+
+
+def _gru_magnitude(x: np.ndarray, m: np.ndarray, p: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Error magnitudes E_h (at least |h_t|) of a GRU (reset_after=True, Keras's and torch's
+    formulation), (N, T, units); the model of :func:`_lstm_magnitude`. Step t, gates z r n,
+    a_k their pre-activations::
+
+        E_x   = m_t |W| + |b_0|,   E_r' = |h_{t-1}| |U| + |b_1| + E_h(t-1) |U|
+        E_z   = s'(a_z) (E_x_z + E_r'_z + rho |a_z|) + rho                  (so E_r)
+        E_n   = (1 - n^2) (E_x_n + r E_r'_n + |h U + b_1|_n E_r + rho (|r (h U + b_1)_n| + |a_n|)) + rho
+        E_h(t) = z E_h(t-1) + (1 - z) E_n + |h_{t-1} - n| E_z + rho (2 |h_{t-1}| + 2 |n| + |h_t|)
+
+    The last line's roundings cover both orders of the update, Keras's z h + (1 - z) n and
+    torch's n + z (h - n); its linear part is the function's, not the formula's. h is a
+    convex combination (z in (0, 1)) of h_{t-1} and n = tanh(.), so |h| <= 1 and E_h(t-1)
+    is damped by z: E_h grows at most linearly in T.
+    """
+    units, rho = p["recurrent"].shape[0], 1.0 / RECURRENT_OPS
+    w, u = np.abs(p["kernel"]), np.abs(p["recurrent"])
+    h = np.zeros((x.shape[0], units))
+    e_h, outs = np.zeros_like(h), []
+    for t in range(x.shape[1]):
+        xz = x[:, t] @ p["kernel"] + p["bias"][0]
+        hz = h @ p["recurrent"] + p["bias"][1]
+        e_x = m[:, t] @ w + np.abs(p["bias"][0])
+        e_r = np.abs(h) @ u + np.abs(p["bias"][1]) + e_h @ u
+        sl = [slice(k * units, (k + 1) * units) for k in range(3)]
+        a_z, a_r = xz[:, sl[0]] + hz[:, sl[0]], xz[:, sl[1]] + hz[:, sl[1]]
+        z, r = _sigmoid(a_z), _sigmoid(a_r)
+        e_z = _sigmoid_slope(a_z) * (e_x[:, sl[0]] + e_r[:, sl[0]] + rho * np.abs(a_z)) + rho
+        e_rg = _sigmoid_slope(a_r) * (e_x[:, sl[1]] + e_r[:, sl[1]] + rho * np.abs(a_r)) + rho
+        hn = hz[:, sl[2]]
+        a_n = xz[:, sl[2]] + r * hn
+        cand = np.tanh(a_n)
+        e_n = (1.0 - cand**2) * (e_x[:, sl[2]] + r * e_r[:, sl[2]] + np.abs(hn) * e_rg
+                                 + rho * (np.abs(r * hn) + np.abs(a_n))) + rho
+        h_new = z * h + (1.0 - z) * cand
+        e_h = z * e_h + (1.0 - z) * e_n + np.abs(h - cand) * e_z + rho * (2 * np.abs(h) + 2 * np.abs(cand) + np.abs(h_new))
+        h = h_new
+        outs.append(np.maximum(np.abs(h), e_h))
+    return np.stack(outs, axis=1)
 
 
 def magnitudes(spec: ModelSpec, inputs: Iterable[np.ndarray], framework: str) -> list[float]:
@@ -447,7 +534,7 @@ def model_tolerance(spec: ModelSpec, dtype: str | None = None, *, device: str = 
             ops += 1
             reduction += POOL ** (len(shape) - 1)
         elif layer.kind in RECURRENT:
-            ops += 10
+            ops += RECURRENT_OPS
             reduction += shape[-1] + layer.width
     # matmul=True: on a GPU TensorFlow runs float32 matmuls in TF32 by default.
     one = tolerance(dtype or spec.dtype, ops=ops, reduction=reduction, device=device, framework=framework, matmul=True)
