@@ -8,9 +8,15 @@ It returns a :class:`UserModel` (or the tuple ``(model, make_inputs[, make_targe
 - ``model``: a ``torch.nn.Module`` or a Keras 3 model;
 - ``make_inputs(seed)``: the example inputs, an array or a tuple of arrays (numpy or the
   framework's tensors), batch first; torch calls ``model(*inputs)``, Keras ``model(inputs)`` (a list when there are several);
-- ``make_targets(seed)``: optional, regression targets of the first output's shape, for the
-  training claims (distributed step, loss scaling); without it the targets are drawn from a
-  standard normal of that shape.
+- ``make_targets(seed)``: optional, the targets of the training claims (seeded training,
+  compile, autocast, distributed step, loss scaling); without it they are drawn from a
+  standard normal of the first output's shape;
+- ``loss(outputs, targets)``: optional, the training loss, framework-native: ``outputs`` what
+  the model returned (a tensor, tuple or mapping), ``targets`` ``make_targets(seed)`` as a
+  tensor (floating targets in the first output's dtype, integer ones, class labels, kept
+  integer); it returns a scalar, the mean over the batch's rows. Without it the loss is
+  ``mean over rows of sum((first output - target)**2)`` and the targets must have the first
+  output's shape.
 
 A factory may take ``device`` (the framework's device name, e.g. ``"cpu"``, ``"cuda:0"``,
 ``"/GPU:0"``) and ``dtype`` (``"float32"`` or ``"float64"``) keyword arguments; the
@@ -42,7 +48,7 @@ ENTRY_POINT_GROUP = "pytest_dlconform.models"
 INFO_ENV = "DLCONFORM_MODEL_INFO"  # controller -> workers: {ref: framework}
 NO_MODEL = "no model registered: pass --dl-model module:factory"
 NO_MODEL_ID = "no-model"
-FIX_RETURN = ("return pytest_dlconform.usermodels.UserModel(model, make_inputs[, make_targets]) "
+FIX_RETURN = ("return pytest_dlconform.usermodels.UserModel(model, make_inputs[, make_targets][, loss]) "
               "or the tuple (model, make_inputs)")
 
 
@@ -57,6 +63,7 @@ class UserModel:
     model: Any
     make_inputs: Callable[[int], Any]
     make_targets: Callable[[int], Any] | None = None
+    loss: Callable[[Any, Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,7 @@ def call_factory(factory: Callable[..., Any], *, device: str, dtype: str) -> Use
 def as_user_model(made: Any) -> UserModel:
     if isinstance(made, UserModel):
         um = made
-    elif isinstance(made, tuple) and len(made) in (2, 3):
+    elif isinstance(made, tuple) and len(made) in (2, 3, 4):
         um = UserModel(*made)
     else:
         raise ModelError(f"the factory returned {_kind(made)}; {FIX_RETURN}")
@@ -136,6 +143,8 @@ def as_user_model(made: Any) -> UserModel:
         fn = getattr(um, name)
         if fn is not None and not callable(fn):
             raise ModelError(f"{name} is {_kind(fn)}, not callable; pass a function seed -> arrays")
+    if um.loss is not None and not callable(um.loss):
+        raise ModelError(f"loss is {_kind(um.loss)}, not callable; pass a function (outputs, targets) -> scalar loss")
     return um
 
 
@@ -202,7 +211,9 @@ def to_numpy(value: Any) -> Any:
 
 
 def example_targets(um: UserModel, seed: int, first_output: Any) -> Any:
-    """``make_targets(seed)``, or standard normal targets of the first output's shape."""
+    """``make_targets(seed)``, or standard normal targets of the first output's shape. With the
+    default loss the targets must have that shape (float64 here); with the model's own ``loss``
+    any batch-first array goes (its dtype kind kept: integer class labels stay integer)."""
     import numpy as np
 
     shape = tuple(np.shape(first_output))
@@ -212,9 +223,14 @@ def example_targets(um: UserModel, seed: int, first_output: Any) -> Any:
         y = to_numpy(um.make_targets(seed))
     except Exception as exc:
         raise ModelError(f"make_targets({seed}) raised {type(exc).__name__}: {_line(exc)}; fix make_targets") from None
+    if um.loss is not None:
+        if y is None or y.dtype.kind not in "biuf" or y.ndim == 0 or y.shape[0] != shape[0]:
+            raise ModelError(f"make_targets({seed}) gave {_kind(y)} of shape {getattr(y, 'shape', None)}; with a loss "
+                             f"of your own return an array with the batch ({shape[0]} rows) first")
+        return y.astype(np.float64) if y.dtype.kind == "f" else y
     if y is None or tuple(y.shape) != shape:
         raise ModelError(f"make_targets({seed}) gave shape {getattr(y, 'shape', None)}, but the model's first output "
-                         f"has shape {shape}; return regression targets of that shape")
+                         f"has shape {shape}; return regression targets of that shape (or give the factory a loss)")
     return y.astype(np.float64)
 
 
@@ -223,6 +239,8 @@ def example_targets(um: UserModel, seed: int, first_output: Any) -> Any:
 
 def check_one(ref: str, seed: int = 0) -> dict[str, Any]:
     """Import, call and exercise one factory in this process; returns what it learned."""
+    import numpy as np
+
     from .checks import usermodel as ops
 
     um = call_factory(resolve(ref), device="cpu", dtype="float32")
@@ -236,7 +254,16 @@ def check_one(ref: str, seed: int = 0) -> dict[str, Any]:
                          "make make_inputs(seed) return what model(*inputs) accepts") from None
     if not outs:
         raise ModelError("the model's output holds no floating-point tensor; return a tensor, a tuple or a dict of them")
-    example_targets(um, seed, next(iter(outs.values())))
+    targets = example_targets(um, seed, next(iter(outs.values())))
+    if um.loss is not None:
+        try:
+            value = ops.adapter_for(framework).loss_value(um.model, inputs, targets, um.loss)
+        except Exception as exc:
+            raise ModelError(f"loss(outputs, targets) raised {type(exc).__name__}: {_line(exc)}; fix the loss "
+                             "(outputs: what the model returns; targets: make_targets(seed) as a tensor)") from None
+        if np.ndim(value) != 0 or not np.isfinite(value):
+            raise ModelError(f"loss(outputs, targets) gave {np.shape(value)} {value if np.size(value) < 5 else ''}; "
+                             "return one finite scalar, the mean over the batch's rows")
     return {"framework": framework}
 
 

@@ -69,21 +69,38 @@ def _diagnosis(reference, expected_outs, outs, where, tol) -> str:
     if reference is None:
         return "no float64 reference for this model"
     try:
-        ref = reference()
+        ref, uncopied = reference()
     except Exception as exc:  # the mismatch stands; say why the reference is missing
         return f"no float64 reference: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return ops.reference_diagnosis({"the original": expected_outs, f"the artifact ({where})": outs}, ref, tol)
+    return ops.reference_diagnosis({"the original": expected_outs, f"the artifact ({where})": outs}, ref, tol,
+                                   uncopied=uncopied)
 
 
 def _float64_reference(dl_model, seed, inputs, state):
     """The model built again in float64 (the factory's dtype keyword, Keras's dtype policy) with the
-    original's weights, run on the same inputs in this process."""
+    original's weights, run on the same inputs in this process; and the names of the state it
+    could not be given (tensors outside the state load_state copies: the variable counts differ)."""
     fw = ops.adapter_for(dl_model.framework)
     um = dl_model.build("float64", seed=seed)
     if fw.dtype_of(um.model) != "float64":
         raise ValueError(f"the factory built a {fw.dtype_of(um.model)} model when asked for float64")
     fw.load_state(um.model, {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in state.items()})
-    return fw.forward(um.model, inputs, training=False)
+    return fw.forward(um.model, inputs, training=False), ops.hints.untracked_names(um.model, dl_model.framework)
+
+
+def _require_deterministic(fw, model, inputs, expected_outs, tol, fmt, what):
+    """The original called again: a model whose inference-mode outputs change from call to call
+    (dropout ignoring ``training``) fails here, saying so, rather than blaming the format: no
+    artifact can reproduce outputs the original itself does not reproduce."""
+    __tracebackhide__ = True
+    again = fw.forward(model, inputs, training=False)
+    worst = max((ops.normwise(again[k], expected_outs[k]) for k in expected_outs if k in again), default=0.0)
+    differs = any(not np.array_equal(again.get(k), v) for k, v in expected_outs.items())
+    if differs and (fmt in ops.BITWISE_FORMATS or not worst <= tol.rtol):
+        raise rt.OutputMismatch(
+            f"{what}: the original model itself is not deterministic in inference mode: two identical calls differ "
+            f"(normwise relative difference {worst:.3g}), so no saved format can reproduce its outputs; a layer draws "
+            "random numbers with training=False (dropout ignoring training) or changes state when called")
 
 
 @pytest.mark.claim("model.export.round-trip")
@@ -101,6 +118,18 @@ def test_export_round_trip(dl_model, fmt, dl_seed, tmp_path, dl_settings):
     tol = ops.forward_tolerance(um.model, inputs, dl_model.framework, "float32", device=dl_model.device_kind)
     extra = _nonpersistent_buffers(um.model) if fmt == "torchscript" else None
     what = f"{fmt} round trip of {dl_model.describe()}"
+    finders = [functools.partial(ops.hints.untracked_state, um.model, dl_model.framework)]
+    if dl_model.framework == "tensorflow":
+        finders.append(functools.partial(ops.hints.config_roundtrip, um.model))
+    with ops.hinting(*finders):
+        _round_trip(dl_model, fmt, dl_seed, tmp_path, dl_settings, fw, um, inputs, expected_outs, expected_state,
+                    tol, extra, what)
+
+
+def _round_trip(dl_model, fmt, dl_seed, tmp_path, dl_settings, fw, um, inputs, expected_outs, expected_state, tol,
+                extra, what):
+    __tracebackhide__ = True
+    _require_deterministic(fw, um.model, inputs, expected_outs, tol, fmt, what)
     try:
         art = rt.export_artifact(tmp_path / fmt, fmt, lambda p: ops.write_artifact(fmt, um.model, inputs, p))
     except rt.WriteFailed as exc:  # only the format's documented refusal is not applicable (ops.FORMAT_REFUSALS)

@@ -26,7 +26,8 @@ def test_parameter_gradients_match_finite_differences(dl_model, dl_seed):
         float64 = fw.dtype_of(um.model) == "float64" or (dl_model.framework == "torch" and fw.cast64(um.model))
     if not float64:  # the factory ignored dtype='float64' and the model cannot be cast
         um = dl_model.build("float32", seed=dl_seed)
-    with ops.dtype_scope(dl_model.framework, "float64" if float64 else "float32"):
+    untracked = ops.hinting(lambda: ops.hints.untracked_state(um.model, dl_model.framework))
+    with ops.dtype_scope(dl_model.framework, "float64" if float64 else "float32"), untracked:
         inputs = usermodels.example_inputs(um, dl_seed)
         names, xs, f, vjp = fw.grad_problem(um.model, inputs)
         evidence.note(dtype="float64" if float64 else "float32", inputs=len(xs),

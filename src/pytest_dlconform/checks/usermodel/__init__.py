@@ -6,13 +6,16 @@ usermodel as ops``).
   state, gradients, one SGD step);
 - :mod:`.tolerances`: the error model of unknown code and the comparisons built on it;
 - :mod:`.artifacts`: export formats written, loaded with their own loaders and run;
-- :mod:`.distributed`: one training step in each rank, and the single-device oracle step.
+- :mod:`.distributed`: one training step in each rank, and the single-device oracle step;
+- :mod:`.refusals`: the documented refusals that make a claim "not applicable" (one-line reasons);
+- :mod:`.hints`: one-line failure hints where a symptom has a common cause in the model's code.
 
 Importing this package imports no framework.
 """
 
 from __future__ import annotations
 
+from . import hints
 from .adapters import (
     LR,
     KerasOps,
@@ -48,7 +51,8 @@ from .distributed import (
     torch_single_step,
     wrap_verdict,
 )
-from .refusals import FORMAT_REFUSALS, WRAP_REFUSALS, Refusal, refusal_reason
+from .hints import hinting
+from .refusals import FORMAT_REFUSALS, WRAP_REFUSALS, Refusal, one_line_reason, refusal_reason
 from .tolerances import (
     TreeMismatch,
     _keras_leaves,
@@ -68,7 +72,7 @@ __all__ = [
     "WRAP_FAILED", "WRAP_REFUSALS", "KerasOps", "Refusal", "TorchOps", "TreeMismatch", "WrapFailed", "_floating",
     "_keras_leaves", "_np", "_onnx_feed", "_torch_device", "_torch_float", "adapter_for", "assert_close_tree",
     "assert_same_step", "dtype_scope", "error_terms", "f_error_float32", "float32_gradient_rtol", "forward_tolerance",
-    "fresh_main", "input_names", "input_rounding_f_error", "keras_policy", "keras_single_step", "keras_strategy_step",
-    "load_and_run", "normwise", "reference_diagnosis", "refusal_reason", "servable", "tf_mw_step", "torch_rank_step",
-    "torch_single_step", "wrap_verdict", "write_artifact",
+    "fresh_main", "hinting", "hints", "input_names", "input_rounding_f_error", "keras_policy", "keras_single_step",
+    "keras_strategy_step", "load_and_run", "normwise", "one_line_reason", "reference_diagnosis", "refusal_reason",
+    "servable", "tf_mw_step", "torch_rank_step", "torch_single_step", "wrap_verdict", "write_artifact",
 ]

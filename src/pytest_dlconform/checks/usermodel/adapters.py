@@ -7,8 +7,10 @@ inputs, read and write its parameters by name, its full state by name, the gradi
 training loss. The oracles are the project's own (``checks.gradients.check_vjp``,
 ``checks.roundtrip``, ``checks.reductions``, ``checks.numerics``); nothing here judges.
 
-The training loss is ``mean over rows of sum((first output - target)**2)``, as in the
-distributed suites; a training step here runs the model in inference mode (dropout off,
+The training loss is the factory's ``loss(outputs, targets)`` (``UserModel.loss``: what the
+model returned and the targets as a tensor, a scalar back) or, without one, ``mean over rows
+of sum((first output - target)**2)``, as in the distributed suites; every verb that trains
+takes it as ``loss=``. A training step here runs the model in inference mode (dropout off,
 batch normalisation on its running statistics), so the step is a deterministic function
 of the batch, which is what data parallelism and loss scaling promise to preserve.
 
@@ -155,36 +157,50 @@ class TorchOps:
 
         return names, xs, f, vjp
 
-    def loss(self, model: Any, args: Sequence[Any], y: Any) -> Any:
-        out = next(iter(self.call(model, args, training=False).values()))
-        return ((out - y.to(out.dtype)) ** 2).reshape(out.shape[0], -1).sum(dim=1).mean()
+    def loss(self, model: Any, args: Sequence[Any], y: Any, *, loss: Any = None, training: bool = False) -> Any:
+        """The training loss of one forward pass: ``loss(outputs, targets)`` if the factory gave
+        one, else the mean over rows of the squared error of the first output. ``y``: the
+        targets, a tensor or an array (floating targets take the first output's dtype)."""
+        model.train(training)
+        raw = model(*args)
+        out = next(iter(self.outputs(raw).values()))
+        y = self.target_tensor(y, out)
+        if loss is not None:
+            return loss(raw, y)
+        return ((out - y) ** 2).reshape(out.shape[0], -1).sum(dim=1).mean()
+
+    def target_tensor(self, y: Any, like: Any) -> Any:
+        torch = self.torch
+        t = y if isinstance(y, torch.Tensor) else torch.as_tensor(np.asarray(y))
+        return t.to(device=like.device, dtype=like.dtype) if t.is_floating_point() else t.to(like.device)
+
+    def loss_value(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, loss: Any = None) -> Any:
+        """The training loss on ``inputs`` as a numpy value (the factory check: is it a scalar?)."""
+        with self.torch.no_grad():
+            return _np(self.loss(model, self.tensors(model, inputs), targets, loss=loss))
 
     def grads(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *,
-              training: bool) -> dict[str, np.ndarray]:
+              training: bool, loss: Any = None) -> dict[str, np.ndarray]:
         """Parameter gradients of the training loss (in ``training`` mode) for the determinism claim."""
         model.zero_grad(set_to_none=True)
-        args = self.tensors(model, inputs)
-        out = next(iter(self.call(model, args, training=training).values()))
-        y = self.torch.tensor(targets, dtype=out.dtype, device=out.device)
-        ((out - y) ** 2).reshape(out.shape[0], -1).sum(dim=1).mean().backward()
+        self.loss(model, self.tensors(model, inputs), targets, loss=loss, training=training).backward()
         return {n: _np(p.grad) if p.grad is not None else np.zeros(p.shape) for n, p in self.params(model).items()}
 
     def sgd_step(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *, scaler: Any = None,
-                 autocast: str | None = None) -> dict[str, np.ndarray]:
+                 autocast: str | None = None, loss: Any = None) -> dict[str, np.ndarray]:
         """One SGD step on the batch, optionally under autocast and with a GradScaler."""
         torch = self.torch
         opt = torch.optim.SGD(list(self.params(model).values()), lr=LR)
         opt.zero_grad()
         args = self.tensors(model, inputs)
-        y = torch.tensor(targets, device=_torch_device(model))
         device_type = torch.device(_torch_device(model)).type
         with torch.autocast(device_type, dtype=getattr(torch, autocast or "bfloat16"), enabled=autocast is not None):
-            loss = self.loss(model, args, y)
+            value = self.loss(model, args, targets, loss=loss)
         if scaler is None:
-            loss.backward()
+            value.backward()
             opt.step()
         else:
-            scaler.scale(loss).backward()
+            scaler.scale(value).backward()
             scaler.step(opt)
             scaler.update()
         return {n: _np(p) for n, p in self.params(model).items()}
@@ -338,27 +354,48 @@ class KerasOps:
         diff = tf.cast(out, wide) - tf.cast(y, wide)
         return tf.reduce_sum(tf.reshape(tf.square(diff), [tf.shape(out)[0], -1]), axis=1)
 
+    def loss(self, model: Any, args: Sequence[Any], y: Any, *, loss: Any = None, training: bool = False) -> Any:
+        """The training loss of one forward pass (see :meth:`TorchOps.loss`): the factory's
+        ``loss(outputs, targets)``, else the mean over rows of the squared error (float16
+        outputs widened to float32)."""
+        tf = self.tf
+        if loss is None and not training:
+            return tf.reduce_mean(self.per_row_loss(model, args, y))
+        raw = model(list(args) if len(args) > 1 else args[0], training=training)
+        out = next(iter(self.outputs(raw).values()))
+        if loss is not None:
+            return loss(raw, self.target_tensor(y, out))
+        wide = tf.float32 if out.dtype == tf.float16 else out.dtype
+        diff = tf.cast(out, wide) - tf.cast(y, wide)
+        return tf.reduce_mean(tf.reduce_sum(tf.reshape(tf.square(diff), [tf.shape(out)[0], -1]), axis=1))
+
+    def target_tensor(self, y: Any, like: Any) -> Any:
+        tf = self.tf
+        t = y if tf.is_tensor(y) else tf.constant(np.asarray(y))
+        return tf.cast(t, like.dtype) if t.dtype.is_floating else t
+
+    def loss_value(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, loss: Any = None) -> Any:
+        return keras_adapter.to_numpy(self.loss(model, self.tensors(model, inputs), targets, loss=loss))
+
     def grads(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *,
-              training: bool) -> dict[str, np.ndarray]:
+              training: bool, loss: Any = None) -> dict[str, np.ndarray]:
         tf = self.tf
         args = self.tensors(model, inputs)
         with tf.GradientTape() as tape:
-            out = next(iter(self.call(model, args, training=training).values()))
-            loss = tf.reduce_mean(tf.reduce_sum(tf.reshape(tf.square(out - tf.cast(targets, out.dtype)),
-                                                           [tf.shape(out)[0], -1]), axis=1))
+            value = self.loss(model, args, targets, loss=loss, training=training)
         named = self.params(model)
-        grads = tape.gradient(loss, list(named.values()))
+        grads = tape.gradient(value, list(named.values()))
         return {k: np.zeros(v.shape) if g is None else keras_adapter.to_numpy(g)
                 for (k, v), g in zip(named.items(), grads)}
 
     def sgd_step(self, model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray, *,
-                 optimizer: Any = None) -> dict[str, np.ndarray]:
+                 optimizer: Any = None, loss: Any = None) -> dict[str, np.ndarray]:
         tf = self.tf
         opt = optimizer or self.keras.optimizers.SGD(LR)
         args = self.tensors(model, inputs, dtype="float32" if self.dtype_of(model) == "float16" else None)
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(self.per_row_loss(model, args, tf.constant(targets)))
-            scaled = opt.scale_loss(loss) if hasattr(opt, "scale_loss") else loss
+            value = self.loss(model, args, tf.constant(targets), loss=loss)
+            scaled = opt.scale_loss(value) if hasattr(opt, "scale_loss") else value
         named = self.params(model)
         variables = list(named.values())
         opt.apply(tape.gradient(scaled, variables), variables)

@@ -63,7 +63,8 @@ def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
     from ...usermodels import call_factory, resolve
 
     device = ctx.state["device"]
-    model = call_factory(resolve(payload["ref"]), device=device, dtype="float32").model.to(device)
+    um = call_factory(resolve(payload["ref"]), device=device, dtype="float32")
+    model = um.model.to(device)
     TorchOps().load_state(model, payload["state"])
     model, refused = wrap(model, payload["wrap"], device)
     if refused is not None:
@@ -75,9 +76,8 @@ def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=LR)
     opt.zero_grad()
     args = ops.tensors(model, [a[rows] for a in payload["inputs"]])
-    y = torch.tensor(payload["targets"][rows], device=device)
     ctx.arrive(f"{payload['wrap']} forward and backward")
-    ops.loss(model, args, y).backward()
+    ops.loss(model, args, payload["targets"][rows], loss=um.loss).backward()
     opt.step()
     ctx.arrive(f"{payload['wrap']} gather parameters")
     out = {}
@@ -88,11 +88,13 @@ def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def torch_single_step(model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray) -> dict[str, np.ndarray]:
+def torch_single_step(model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray,
+                      loss: Any = None) -> dict[str, np.ndarray]:
     """The oracle: one device, one SGD step on the whole global batch (its mean loss). DDP and
     FSDP average the ranks' mean losses over equal shares, the same number when rows are
-    independent; a layer that mixes rows (batch statistics) makes the two differ."""
-    return TorchOps().sgd_step(model, inputs, targets)
+    independent (and the factory's ``loss`` is a mean over rows); a layer that mixes rows
+    (batch statistics) makes the two differ."""
+    return TorchOps().sgd_step(model, inputs, targets, loss=loss)
 
 
 def keras_strategy_step(strategy: Any, payload: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +107,8 @@ def keras_strategy_step(strategy: Any, payload: dict[str, Any]) -> dict[str, Any
 
     ops = KerasOps()
     with strategy.scope():
-        model = call_factory(resolve(payload["ref"]), device="cpu", dtype="float32").model
+        um = call_factory(resolve(payload["ref"]), device="cpu", dtype="float32")
+        model = um.model
         ops.load_state(model, payload["state"])
         opt = ops.keras.optimizers.SGD(LR)
     n = strategy.num_replicas_in_sync
@@ -125,7 +128,10 @@ def keras_strategy_step(strategy: Any, payload: dict[str, Any]) -> dict[str, Any
             xs, y = data
             xs = [tf.cast(x, ops.dtype_of(model)) if x.dtype.is_floating else x for x in xs]
             with tf.GradientTape() as tape:
-                loss = tf.nn.compute_average_loss(ops.per_row_loss(model, xs, y), global_batch_size=global_batch)
+                if um.loss is None:
+                    loss = tf.nn.compute_average_loss(ops.per_row_loss(model, xs, y), global_batch_size=global_batch)
+                else:  # the replica's mean over its equal share, averaged over the replicas by the sum
+                    loss = ops.loss(model, xs, y, loss=um.loss) / n
             grads = tape.gradient(loss, model.trainable_variables)
             opt.apply_gradients(zip(grads, model.trainable_variables))
 
@@ -140,5 +146,6 @@ def tf_mw_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
     return keras_strategy_step(ctx.state["strategy"], payload)
 
 
-def keras_single_step(model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray) -> dict[str, np.ndarray]:
-    return KerasOps().sgd_step(model, inputs, targets)
+def keras_single_step(model: Any, inputs: Sequence[np.ndarray], targets: np.ndarray,
+                      loss: Any = None) -> dict[str, np.ndarray]:
+    return KerasOps().sgd_step(model, inputs, targets, loss=loss)

@@ -40,6 +40,10 @@ FORMAT_REFUSALS: Mapping[str, Sequence[Refusal]] = {
                 r"output from traced functions",
                 "torch.jit.trace: 'Tracing is ideal for code that operates only on Tensors and lists, "
                 "dictionaries, and tuples of Tensors'"),
+        Refusal("builtins.RuntimeError", r"Could not export Python function call",
+                "torch.jit.save: a traced module is saved as TorchScript code, and a Python call the tracer recorded "
+                "(a custom torch.autograd.Function's apply) has none: 'Remove calls to Python functions before "
+                "export'"),
     ),
     "torch-export": (
         Refusal("torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode",
@@ -87,17 +91,30 @@ WRAP_REFUSALS: Mapping[str, Sequence[Refusal]] = {
 }
 
 
+# A line of a stack trace inside an exception's message: TorchScript's "path.py(625): apply",
+# Python's 'File "x.py", line 3', a C++ frame ("frame #3: ..."), "Traceback (most recent...".
+_FRAME = re.compile(r'^\s*((\S+\.py|<[^>]+>)\(\d+\):|File "|frame #\d+|Traceback \(most recent|Exception raised from )')
+
+
 def refusal_reason(table: Sequence[Refusal], exc: BaseException) -> str | None:
-    """The one-line "not applicable" reason when ``exc`` is a documented refusal, else None."""
+    """The one-line "not applicable" reason when ``exc`` is a documented refusal, else None:
+    never a stack trace (the frames some messages carry are dropped), never a line break."""
     for refusal in table:
         if refusal.matches(exc):
-            return f"{_summary(exc, refusal)} [documented: {refusal.source}]"
+            return one_line_reason(f"{_summary(exc, refusal)} [documented: {refusal.source}]")
     return None
+
+
+def one_line_reason(text: str, limit: int = 600) -> str:
+    """A "not applicable" reason on one line: stack-trace lines dropped, whitespace collapsed, cut at ``limit``."""
+    kept = [line for line in _ANSI.sub("", text).splitlines() if not _FRAME.match(line)]
+    flat = " ".join(" ".join(kept).split())
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "\u2026"
 
 
 def _summary(exc: BaseException, refusal: Refusal) -> str:
     """The raised type and the paragraph of its message that matched, on one line."""
-    text = _ANSI.sub("", str(exc))
+    text = "\n".join(line for line in _ANSI.sub("", str(exc)).splitlines() if not _FRAME.match(line))
     found = re.search(refusal.message, text)
     paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
     start = found.start() if found else 0

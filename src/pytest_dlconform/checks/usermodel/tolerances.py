@@ -108,13 +108,23 @@ def input_rounding_f_error(grads: Sequence[np.ndarray], xs: Sequence[np.ndarray]
     return bound / norm if norm > 0 else 0.0
 
 
-def reference_diagnosis(sides: dict[str, dict[str, Any]], reference: dict[str, Any], tol: Tolerance) -> str:
+def reference_diagnosis(sides: dict[str, dict[str, Any]], reference: dict[str, Any], tol: Tolerance, *,
+                        uncopied: Sequence[str] = ()) -> str:
     """Which side of a failed bitwise comparison computed a wrong answer: each side's normwise
     error against a float64 forward of the same weights on the same inputs, in units of one
     float32 evaluation's bound (half of ``tol``, :func:`forward_tolerance`'s bound for two
     evaluations compared with each other). A side near or under 1 rounded as float32 does; a
     side far above it did not compute the model's function (the reference's own error is
-    float64's, negligible here). Outputs are matched by name."""
+    float64's, negligible here). Outputs are matched by name.
+
+    ``uncopied``: the model's state the float64 rebuild could not be given (tensors outside the
+    state it loads, ``hints.untracked_names``). The reference then computes another function
+    than the original, and a side far from it proves nothing: the diagnosis says it cannot
+    tell which side is wrong, and blames neither."""
+    if uncopied:
+        return ("cannot tell which side is wrong: the model has state the float64 rebuild could not copy "
+                f"({', '.join(uncopied)}: outside the state it loads), so the float64 reference computes "
+                "another function")
     one = tol.rtol / 2
     keys = sorted(reference)
     parts = []
