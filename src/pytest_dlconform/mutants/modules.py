@@ -341,3 +341,94 @@ def _keras_es_min_delta() -> None:
             self.min_delta = 0.0
         return init
     wrap(keras.callbacks.EarlyStopping, "__init__", make)
+
+
+# ----------------------------------------------------------------- torch.optim update rules
+
+
+def _with_groups(opt: Any, **values: Any) -> list[dict[str, Any]]:
+    """Set ``values`` in every param group of ``opt``; returns the old values to restore."""
+    saved = [{k: g.get(k) for k in values} for g in opt.param_groups]
+    for g in opt.param_groups:
+        g.update(values)
+    return saved
+
+
+def _restore(opt: Any, saved: list[dict[str, Any]]) -> None:
+    for g, old in zip(opt.param_groups, saved):
+        g.update(old)
+
+
+@mutant("torch-sgd-weight-decay-outside-momentum", areas="modules", claims="modules.torch.optimizer-*",
+        target="torch", select="torch and SGD", cite="https://github.com/pytorch/pytorch/pull/4429",
+        bug="SGD applies weight decay to the parameter after the momentum step (SGDW's decoupled form of "
+            "PR 4429) instead of adding lambda theta to the gradient before the momentum buffer, as its "
+            "docstring's algorithm does.")
+def _torch_sgd_weight_decay_outside_momentum() -> None:
+    import torch
+
+    def make(orig: Any) -> Any:
+        def step(self: Any, closure: Any = None) -> Any:
+            decays = [(g["lr"], g["weight_decay"], [p.detach().clone() for p in g["params"]]) for g in self.param_groups]
+            saved = _with_groups(self, weight_decay=0.0)
+            try:
+                out = orig(self, closure)
+            finally:
+                _restore(self, saved)
+            with torch.no_grad():
+                for g, (lr, wd, before) in zip(self.param_groups, decays):
+                    for p, old in zip(g["params"], before):  # without momentum both forms agree
+                        p.sub_(lr * wd * old)
+            return out
+        return step
+    wrap(torch.optim.SGD, "step", make)
+
+
+@mutant("torch-adamw-decay-as-l2", areas="modules", claims="modules.torch.optimizer-*", target="torch",
+        select="torch and AdamW", cite="https://github.com/pytorch/pytorch/pull/41679",
+        bug="AdamW adds weight_decay * theta to the gradient (Adam's L2 penalty, which then passes through "
+            "the moments) instead of decaying the weights directly: the coupling issue 41477 / PR 41679 "
+            "documented for Adam and the reason AdamW (PR 3740) exists.")
+def _torch_adamw_decay_as_l2() -> None:
+    import torch
+
+    def make(orig: Any) -> Any:
+        def step(self: Any, closure: Any = None) -> Any:
+            saved = _with_groups(self, decoupled_weight_decay=False)
+            try:
+                return orig(self, closure)
+            finally:
+                _restore(self, saved)
+        return step
+    wrap(torch.optim.AdamW, "step", make)
+
+
+@mutant("torch-adam-amsgrad-max-not-kept", areas="modules", claims="modules.torch.optimizer-*", target="torch",
+        select="torch and Adam and not NAdam", cite="https://github.com/pytorch/pytorch/pull/4034",
+        bug="Adam(amsgrad=True) does not keep its running maximum max_exp_avg_sq between steps (the review of "
+            "PR 4034: 'You aren't updating the saved max_exp_avg_sq, you're only assigning it to a local'), "
+            "so each step takes the maximum against a reset state.")
+def _torch_adam_amsgrad_max_not_kept() -> None:
+    import torch
+
+    def make(orig: Any) -> Any:
+        def step(self: Any, closure: Any = None) -> Any:
+            out = orig(self, closure)
+            with torch.no_grad():
+                for state in self.state.values():
+                    if "max_exp_avg_sq" in state:
+                        state["max_exp_avg_sq"].zero_()
+            return out
+        return step
+    wrap(torch.optim.Adam, "step", make)
+
+
+@mutant("torch-foreach-adagrad-maximize-ignored", areas="modules", claims="modules.torch.optimizer-*",
+        target="torch", select="torch and Adagrad", cite="https://github.com/pytorch/pytorch/pull/45299",
+        bug="The foreach (multi-tensor) Adagrad ignores maximize and descends: a flag the for-loop path honours "
+            "and the separately written _multi_tensor path drops (PR 45299 reimplemented every optimizer in a "
+            "parallel torch.optim._multi_tensor namespace; issue 114165: foreach and for-loop paths diverge).")
+def _torch_foreach_adagrad_maximize_ignored() -> None:
+    import torch.optim.adagrad as adagrad
+
+    wrap(adagrad, "_multi_tensor_adagrad", lambda orig: default(orig, "maximize", False))
