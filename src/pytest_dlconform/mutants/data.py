@@ -189,3 +189,66 @@ def _tfdata_map_unordered() -> None:
             return out
         return map_
     wrap(tf.data.Dataset, "map", make)
+
+
+@mutant("torch-random-split-remainder-to-last", areas="data", claims="data.torch.utilities", target="torch",
+        cite="https://github.com/pytorch/pytorch/pull/78877",
+        bug="random_split with fractions gives the whole remainder left by floor(frac * n) to the last split "
+            "instead of 1 at a time round-robin from the first (the rule PR 78877 documents and implements).")
+def _random_split_remainder_to_last() -> None:
+    import math
+
+    import torch.utils.data as data
+    from torch.utils.data import dataset
+
+    original = dataset.random_split
+
+    def random_split(ds: Any, lengths: Any, generator: Any = None) -> Any:
+        lengths = list(lengths)
+        if lengths and not all(isinstance(x, int) for x in lengths):
+            n = len(ds)
+            lengths = [math.floor(n * f) for f in lengths]
+            lengths[-1] += n - sum(lengths)
+        return original(ds, lengths) if generator is None else original(ds, lengths, generator=generator)
+    dataset.random_split = random_split  # type: ignore[assignment]
+    data.random_split = random_split  # type: ignore[assignment]
+
+
+@mutant("tf-interleave-deterministic-reorders", areas="data", claims="data.tfdata.transformations",
+        target="tensorflow", cite="https://github.com/tensorflow/tensorflow/pull/34180",
+        bug="Dataset.interleave(num_parallel_calls=..., deterministic=True) yields elements out of the documented "
+            "cycle/block order (TF PR 34180 fixed parallel interleave's non-deterministic order under "
+            "deterministic options).")
+def _tfdata_interleave_reorders() -> None:
+    import tensorflow as tf
+
+    def make(orig: Any) -> Any:
+        def interleave(self: Any, map_func: Any, cycle_length: Any = None, block_length: Any = None,
+                       num_parallel_calls: Any = None, deterministic: Any = None, name: Any = None) -> Any:
+            out = orig(self, map_func, cycle_length=cycle_length, block_length=block_length,
+                       num_parallel_calls=num_parallel_calls, deterministic=deterministic, name=name)
+            if num_parallel_calls is not None and deterministic is not False:
+                out = out.shuffle(3, seed=1)  # completion order, made certain
+            return out
+        return interleave
+    wrap(tf.data.Dataset, "interleave", make)
+
+
+@mutant("tf-padded-batch-ignores-padding-values", areas="data", claims="data.tfdata.transformations",
+        target="tensorflow", cite="https://github.com/tensorflow/tensorflow/issues/35900",
+        bug="Dataset.padded_batch pads with 0 whatever padding_values says (TF issue 35900: padded_batch's "
+            "padding_values not working as documented).")
+def _tfdata_padded_batch_ignores_values() -> None:
+    import tensorflow as tf
+
+    wrap(tf.data.Dataset, "padded_batch", lambda orig: default(orig, "padding_values", None))
+
+
+@mutant("tf-window-drop-remainder-ignored", areas="data", claims="data.tfdata.transformations",
+        target="tensorflow", cite="https://github.com/tensorflow/tensorflow/issues/126131",
+        bug="Dataset.window(drop_remainder=True) still emits windows shorter than size (TF issue 126131: "
+            "WindowDataset violating drop_remainder=True).")
+def _tfdata_window_keeps_short() -> None:
+    import tensorflow as tf
+
+    wrap(tf.data.Dataset, "window", lambda orig: default(orig, "drop_remainder", False))
