@@ -3,7 +3,10 @@
     dlconform --version                  this package's version and the installed frameworks' versions
     dlconform claims [GLOB ...]          print the claims ledger (--format text|markdown|json)
     dlconform claims --check [SUITES]    check that suites and claim registry agree
-    dlconform run [PYTEST ARGS]          run the shipped suites (pytest --pyargs pytest_dlconform.suites)
+    dlconform run [PYTEST ARGS]          run the shipped suites (pytest --pyargs pytest_dlconform.suites);
+                                         with --dl-model only the model suites
+    dlconform model MODULE:FACTORY [--quick] [PYTEST ARGS]
+                                         the model claims on your own model (suites/model), its matrix
     dlconform compare OLD.json NEW.json  upgrade check: exit 1 on a regressed claim, 2 on unusable input
                                          (--format text|markdown|json)
     dlconform html REPORT.json OUT.html  render a JSON report as the HTML matrix
@@ -16,6 +19,9 @@
                                          join the reports of the N shards of a --dl-shard run (merge.py)
     dlconform durations REPORT.json ... -o FILE
                                          the durations file --dl-shard balances by (shards.py)
+    dlconform coverage --api LEDGER.json [NEW.json] [--uncovered] [--html OUT.html] [--fail-on-new]
+                                         the API ledger of a --dl-api-ledger run; with two, the APIs
+                                         new in NEW that no test calls (api_coverage.py)
     dlconform mutate [--area A] [--mutant NAME ...] [--sample N --seed S] [-n 2]
                                          the mutation score: the suites against framework mutants (mutants/)
 
@@ -32,7 +38,18 @@ SUITES_PACKAGE = "pytest_dlconform.suites"
 EXIT_USAGE = 4  # as pytest's usage error: a claim glob that matches nothing
 
 # The subcommands that hand their arguments to a parser of their own (or to pytest).
-DELEGATED = ("run", "soak", "mutate", "modes", "repro", "merge", "durations")
+DELEGATED = ("run", "model", "soak", "mutate", "modes", "repro", "merge", "durations", "coverage")
+MODEL_SUITES = SUITES_PACKAGE + ".model"
+
+MODEL_USAGE = """\
+usage: dlconform model MODULE:FACTORY [--quick] [PYTEST ARGS]
+
+Run the model claims (suites/model: gradients, determinism, export, compile, distribution,
+precision) on your own model and print their conformance matrix; the exit status is pytest's.
+MODULE:FACTORY names the factory as --dl-model does (docs/own-model.md); --quick takes the
+quick profile (--dl-profile=quick) instead of ci; every further argument goes to pytest
+(-k, -x, --dl-report R.json, --dl-framework, another --dl-model, ...).
+"""
 
 RUN_PREFACE = """\
 dlconform run [PYTEST ARGS]: pytest, with the conformance suites this package ships.
@@ -40,6 +57,8 @@ dlconform run [PYTEST ARGS]: pytest, with the conformance suites this package sh
 What it adds to a plain `pytest` run:
   - the packaged suites: it runs `pytest --pyargs pytest_dlconform.suites` (narrow it with
     --dl-claims 'autodiff.*' or -k), without pytest's cache folder;
+  - with --dl-model on the command line, only the model suites (pytest_dlconform.suites.model;
+    `dlconform model MODULE:FACTORY` is the short form);
   - the shipped known-divergences file as the default --dl-divergences: the framework bugs
     this package reproduced become expected failures (xfail, with the reason) as long as
     they show exactly the recorded symptom; --dl-divergences, DLCONFORM_DIVERGENCES or a
@@ -74,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                              "and every registered claim is checked by a test (default: the installed suites)")
     sub.add_parser("run", help="run the shipped conformance suites; every further argument goes to pytest "
                                "(`dlconform run --help`)", add_help=False)
+    sub.add_parser("model", help="run only the model claims on your own model: dlconform model MODULE:FACTORY "
+                                 "[--quick] [PYTEST ARGS]", add_help=False)
     cmp = sub.add_parser("compare", help="compare two JSON reports: the upgrade check (exit 1 on a regressed claim)",
                          description="Exit status: 0 no regression, 1 a claim regressed (held, now violated) or held and "
                                      "now errors, 2 unusable input.")
@@ -104,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
                                  "(-o MERGED.json [--html MERGED.html])", add_help=False)
     sub.add_parser("durations", help="write the durations file --dl-shard balances by, from JSON reports "
                                      "(-o FILE)", add_help=False)
+    sub.add_parser("coverage", help="the API ledger of a --dl-api-ledger run (--api LEDGER.json); with two ledgers, "
+                                    "the APIs new in the second that no test calls", add_help=False)
     return parser
 
 
@@ -135,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _delegate(command: str, argv: list[str]) -> int:
     if command == "run":
         return _run(argv)
+    if command == "model":
+        return _model(argv)
     if command == "soak":
         from . import soak
 
@@ -151,6 +176,10 @@ def _delegate(command: str, argv: list[str]) -> int:
         from . import shards
 
         return shards.main(argv)
+    if command == "coverage":
+        from . import api_coverage
+
+        return api_coverage.main(argv)
     if command == "modes":
         from . import modes
 
@@ -195,7 +224,7 @@ def _claims(args: argparse.Namespace) -> int:
     return ledger.print_ledger(args.globs, fmt=args.format)
 
 
-def _run(pytest_args: Sequence[str]) -> int:
+def _run(pytest_args: Sequence[str], *, announce: bool = True) -> int:
     import os
 
     import pytest
@@ -208,7 +237,37 @@ def _run(pytest_args: Sequence[str]) -> int:
     if "-h" in pytest_args or "--help" in pytest_args:
         sys.stdout.write(RUN_PREFACE)
         sys.stdout.flush()
-    return int(pytest.main(["--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider", *pytest_args]))
+    package = SUITES_PACKAGE
+    if _names_a_model(pytest_args):
+        # A model named on the command line is what the run is for: its claims, not the 2,000-odd
+        # framework tests besides (`pytest --pyargs pytest_dlconform.suites --dl-model ...` runs both).
+        package = MODEL_SUITES
+        if announce:
+            sys.stderr.write(f"dlconform run: --dl-model given: running only the model suites ({MODEL_SUITES}); "
+                             f"`pytest --pyargs {SUITES_PACKAGE} --dl-model ...` runs every suite with it\n")
+    return int(pytest.main(["--pyargs", package, "-p", "no:cacheprovider", *pytest_args]))
+
+
+def _names_a_model(args: Sequence[str]) -> bool:
+    return any(a == "--dl-model" or a.startswith("--dl-model=") for a in args)
+
+
+def _model(argv: Sequence[str]) -> int:
+    """``dlconform model REF [--quick] [PYTEST ARGS]``: the model suites for that factory, with
+    the shipped known divergences (as ``dlconform run``) and the ci profile unless --quick."""
+    args = list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(MODEL_USAGE)
+        return 0 if args else EXIT_USAGE
+    ref, rest = args[0], args[1:]
+    if ":" not in ref or ref.startswith("-"):
+        sys.stderr.write(f"dlconform model: {ref!r} is not MODULE:FACTORY (e.g. mypackage.models:make_model); "
+                         "name the function that builds your model\n")
+        return EXIT_USAGE
+    quick = "--quick" in rest
+    rest = [a for a in rest if a != "--quick"]
+    profile = [] if any(a.startswith("--dl-profile") for a in rest) else [f"--dl-profile={'quick' if quick else 'ci'}"]
+    return _run([f"--dl-model={ref}", *profile, *rest], announce=False)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -53,6 +53,10 @@ def pytest_configure(config: pytest.Config) -> None:
     act = config.stash[ACTIVATION] = Activation(config)
     if act.reason is not None and not config.getoption("dl_list_claims"):
         _run(config)  # asked for up front: a bad option is a usage error before collection
+    if act.run is not None and act.run.settings.api_ledger:  # --dl-api-ledger: record calls (api_ledger.py)
+        from .api_ledger import register
+
+        register(config, act.run.settings.api_ledger, act.run.settings.frameworks)
     config.pluginmanager.register(ReportHook(config), "dlconform-reports")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(act), "dlconform-xdist")

@@ -29,6 +29,7 @@ MODEL = "model"
 DIVERGENCES = "divergences"
 EXAMPLES_DB = "examples-db"
 SHARD = "shard"  # --dl-shard=I/N (shards.py)
+API_LEDGER = "api-ledger"  # --dl-api-ledger=PATH (api_ledger.py)
 KNOWN_REGRESSIONS = "known-regressions"  # --dl-known-regressions=fail|warn (with --dl-baseline)
 KNOWN_REGRESSION_CHOICES = ("fail", "warn")
 # Set by `dlconform run` for the pytest it starts: there, the packaged known-divergences file
@@ -103,6 +104,10 @@ HELP[KNOWN_REGRESSIONS] = ("with --dl-baseline: a test that held in the baseline
 HELP[SHARD] = ("run shard I of N (I/N, from 1): the collection split into N parts balanced by the durations of "
                "earlier runs, tests that share work kept together; join the N reports with `dlconform merge`. "
                "Default: the whole collection.")
+HELP[API_LEDGER] = ("record which public callables of the frameworks each claim test calls (sys.setprofile, "
+                    "slower) and write the API ledger, covered / uncovered / out of scope per namespace, to this "
+                    "JSON path (and the HTML table beside it); `dlconform coverage --api OLD.json NEW.json` "
+                    "lists the new APIs no test calls.")
 # Options given more than once on the command line (argparse action "append").
 REPEATABLE = frozenset({MODEL})
 
@@ -130,6 +135,7 @@ class Settings:
     examples_db: str | None = None  # --dl-examples-db: hypothesis's example database folder (absolute), or None
     shard: tuple[int, int] | None = None  # --dl-shard: (I, N), 1 <= I <= N, or None (the whole collection)
     known_regressions: str = "fail"  # --dl-known-regressions: what a known regression against the baseline does
+    api_ledger: str | None = None  # --dl-api-ledger: the API ledger JSON path (absolute), or None
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def claim_selected(self, claim_id: str) -> bool:
@@ -362,6 +368,7 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         divergences=_divergences(raws[DIVERGENCES]),
         examples_db=_examples_db(raws[EXAMPLES_DB], raws[PROFILE]),
         shard=_shard(raws[SHARD]),
+        api_ledger=_output_path(API_LEDGER, raws[API_LEDGER]),
         known_regressions=str(get(KNOWN_REGRESSIONS, lambda r: _choice(KNOWN_REGRESSIONS, r, KNOWN_REGRESSION_CHOICES),
                                   "fail")),
         sources=sources,

@@ -66,7 +66,7 @@ def test_help_lists_every_command_in_users_words(capsys: pytest.CaptureFixture[s
         cli.main(["--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    commands = {"claims", "run", "compare", "html", "modes", "repro", "soak", "mutate", "merge", "durations"}
+    commands = {"claims", "run", "model", "compare", "html", "modes", "repro", "soak", "mutate", "merge", "durations", "coverage"}
     sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == commands and set(cli.DELEGATED) <= commands
     for command in commands:
