@@ -110,6 +110,12 @@ CASES = {
                                                  lambda m: (m.expected(), [[0.25] * 3] * 3)),
     "torch_hardswish_neg_inf.py": (lambda m: [m.expected()] * 2,
                                    lambda m: [np.where(np.isneginf(m.X), np.nan, m.expected())] * 2),
+    "torch_rprop_first_step_clamped.py": (lambda m: m.expected(), lambda m: {k: v * 5 for k, v in m.expected().items()}),
+    "torch_nadam_float32_mu_product.py": (
+        lambda m: {"uninterrupted": m.expected(), "resumed": m.expected(),
+                   "mu_product": "torch.float64, after load_state_dict torch.float64"},
+        lambda m: {"uninterrupted": m.expected() * (1 + 3.5e-9), "resumed": m.expected() * (1 + 3.5e-9) + 1.3e-9,
+                   "mu_product": "torch.float32, after load_state_dict torch.float64"}),
 }
 
 

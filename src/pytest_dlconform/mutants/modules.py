@@ -360,7 +360,7 @@ def _restore(opt: Any, saved: list[dict[str, Any]]) -> None:
 
 
 @mutant("torch-sgd-weight-decay-outside-momentum", areas="modules", claims="modules.torch.optimizer-*",
-        target="torch", select="torch and SGD", cite="https://github.com/pytorch/pytorch/pull/4429",
+        target="torch", select="torch", cite="https://github.com/pytorch/pytorch/pull/4429",
         bug="SGD applies weight decay to the parameter after the momentum step (SGDW's decoupled form of "
             "PR 4429) instead of adding lambda theta to the gradient before the momentum buffer, as its "
             "docstring's algorithm does.")
@@ -385,7 +385,7 @@ def _torch_sgd_weight_decay_outside_momentum() -> None:
 
 
 @mutant("torch-adamw-decay-as-l2", areas="modules", claims="modules.torch.optimizer-*", target="torch",
-        select="torch and AdamW", cite="https://github.com/pytorch/pytorch/pull/41679",
+        select="torch", cite="https://github.com/pytorch/pytorch/pull/41679",
         bug="AdamW adds weight_decay * theta to the gradient (Adam's L2 penalty, which then passes through "
             "the moments) instead of decaying the weights directly: the coupling issue 41477 / PR 41679 "
             "documented for Adam and the reason AdamW (PR 3740) exists.")
@@ -404,7 +404,7 @@ def _torch_adamw_decay_as_l2() -> None:
 
 
 @mutant("torch-adam-amsgrad-max-not-kept", areas="modules", claims="modules.torch.optimizer-*", target="torch",
-        select="torch and Adam and not NAdam", cite="https://github.com/pytorch/pytorch/pull/4034",
+        select="torch", cite="https://github.com/pytorch/pytorch/pull/4034",
         bug="Adam(amsgrad=True) does not keep its running maximum max_exp_avg_sq between steps (the review of "
             "PR 4034: 'You aren't updating the saved max_exp_avg_sq, you're only assigning it to a local'), "
             "so each step takes the maximum against a reset state.")
@@ -424,7 +424,7 @@ def _torch_adam_amsgrad_max_not_kept() -> None:
 
 
 @mutant("torch-foreach-adagrad-maximize-ignored", areas="modules", claims="modules.torch.optimizer-*",
-        target="torch", select="torch and Adagrad", cite="https://github.com/pytorch/pytorch/pull/45299",
+        target="torch", select="torch", cite="https://github.com/pytorch/pytorch/pull/45299",
         bug="The foreach (multi-tensor) Adagrad ignores maximize and descends: a flag the for-loop path honours "
             "and the separately written _multi_tensor path drops (PR 45299 reimplemented every optimizer in a "
             "parallel torch.optim._multi_tensor namespace; issue 114165: foreach and for-loop paths diverge).")
