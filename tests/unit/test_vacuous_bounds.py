@@ -1,10 +1,12 @@
-"""Issue 28: two bounds that accepted any output, and what replaced them (numpy only).
+"""Issue 28: two bounds that accepted any output, and what replaced them (numpy only, but for (C)).
 
 (A) The recurrent coverage model's tolerance floor (roundtrip.forward_magnitude after an
 LSTM and a GRU) was T (T + 4) / 2 times the largest gate term: 0.4% to 132% of max|output|.
 (B) The low-precision forward bound of sdpa at large inputs (programs.errors) was 4e2 times
 max|y| in bfloat16. The frameworks' side of both is in
 tests/integration/test_vacuous_bounds_frameworks.py.
+(C) The low-precision gradient bound of sdpa (8 max(1, |s|) lip per unit ||w||_1), replaced in
+float16/bfloat16 by the backward's own rule; these tests use torch's CPU gradients (cheap).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from pytest_dlconform.checks.numerics import accepted_wrong_answers, difference
+from pytest_dlconform.checks.numerics import UNIT_ROUNDOFF, accepted_wrong_answers, difference
 from pytest_dlconform.checks.roundtrip import models as M
 from pytest_dlconform.checks.roundtrip.zoo import coverage_specs
 from pytest_dlconform.programs import OPS
-from pytest_dlconform.programs.errors import low_precision_error_bound
+from pytest_dlconform.programs.errors import gradient_error_bound, low_precision_error_bound
+from pytest_dlconform.programs.ops.attention import sdpa_low_precision_gradient
 from pytest_dlconform.programs.samples import class_cases
 
 
@@ -129,3 +132,99 @@ def test_sdpa_bfloat16_bound_rejects_wrong_answers_and_rolled_values(sdpa_sample
     assert not accepted_wrong_answers(y, lambda w: difference(w, y).max_abs <= bound, "bfloat16")
     wrong = _sdpa_rolled_values(program, xs)
     assert difference(wrong, y).max_abs > bound, "attention to the wrong rows of V must fail the bound"
+
+
+# ----------------------------------------------------------------------- sdpa's backward
+
+
+def _sdpa_torch_gradients(program: Any, xs: list[np.ndarray], w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """torch's bfloat16 and float64 gradients of the sample (the suite's comparison)."""
+    pytest.importorskip("torch")
+    from pytest_dlconform.frameworks.torch import TorchAdapter
+
+    fw = TorchAdapter()
+    g16 = fw.vjp(program.build("torch", "bfloat16"), xs, w, "bfloat16", "cpu")[0]
+    g64 = fw.vjp(program.build("torch", "float64"), xs, w, "float64", "cpu")[0]
+    return np.asarray(g16, dtype=np.float64), np.asarray(g64, dtype=np.float64)
+
+
+def _gradient_allowance(program: Any, xs: list[np.ndarray], w: np.ndarray) -> float:
+    """The suite's per-entry allowance (B_bf16 + B_64) ||w||_1 + floor."""
+    b, floor = gradient_error_bound(program, xs, "bfloat16")
+    b64, _ = gradient_error_bound(program, xs, "float64")
+    return (b + b64) * float(np.sum(np.abs(w))) + floor
+
+
+def _cotangent(program: Any) -> np.ndarray:
+    return _bf16(np.random.default_rng(0).standard_normal(program.output_shape))
+
+
+def _saturated(regime: str, program: Any, xs: list[np.ndarray]) -> list[np.ndarray]:
+    """The sample, except at "large": there one row's two logits (1931, 1715) are closer than
+    twice the forward model's allowance for their rounding (D ~ 130: ULPS u (E + 2) |q|.|k|
+    scale), so its weights are unknown to O(1) and the bound is rightly inconclusive; the
+    second key of that batch negated makes every gap >= 620, above 2 D."""
+    if regime != "large":
+        return xs
+    assert np.min(_row_gaps(_scores_of(xs[0], program.ops[0].kwargs))) < 2 * 130
+    x = xs[0].copy()
+    x[1, 1, 1] *= -1.0
+    return [x]
+
+
+@pytest.mark.parametrize("regime", ["wide", "large"])
+def test_sdpa_bfloat16_gradient_bound_rejects_zeros_where_the_rows_are_saturated(sdpa_samples, regime):
+    """Was 8 max(1, |s|) lip per unit ||w||_1 (10.4 and 495 against gradients of 1.3: zeros
+    accepted). The backward's own rule (ops.attention.sdpa_low_precision_gradient): a row
+    saturated beyond its logits' rounding adds its dV rounding only, ``U L = 8 u``."""
+    program, xs = sdpa_samples[regime]
+    xs = _saturated(regime, program, xs)
+    u = UNIT_ROUNDOFF["bfloat16"]
+    b, _ = gradient_error_bound(program, xs, "bfloat16")
+    assert b <= u * sdpa_low_precision_gradient(xs, program.ops[0].kwargs, u) * (1 + 1e-12)
+    assert b <= 8.5 * u
+    w = _cotangent(program)
+    g16, g64 = _sdpa_torch_gradients(program, xs, w)
+    allowed = _gradient_allowance(program, xs, w)
+    assert np.max(np.abs(g16 - g64)) <= allowed
+    assert not accepted_wrong_answers(g64, lambda z: difference(z, g64).max_abs <= allowed, "bfloat16")
+
+
+def _scores_of(x: np.ndarray, kw: dict[str, Any]) -> np.ndarray:
+    from pytest_dlconform.programs.ops.attention import _scores
+
+    return np.asarray(_scores(x, kw))
+
+
+def _row_gaps(s: np.ndarray) -> np.ndarray:
+    top = np.sort(np.where(np.isfinite(s), s, -np.inf), axis=-1)
+    return np.asarray(top[..., -1] - top[..., -2])
+
+
+def test_sdpa_bfloat16_gradient_wrong_twins_fail_and_torch_passes(sdpa_samples):
+    """torch's bfloat16 gradient passes; dV scaled by 1.1 (at "wide", cotangent e_0: the
+    allowance is B ||w||_1 = B) and dQ with its sign flipped (unsaturated rows: small Q, large
+    K and V, so dQ is large and the logits round little) do not."""
+    program, xs = sdpa_samples["wide"]
+    w = np.zeros(program.output_shape)
+    w[0, 0, 0] = 1.0
+    g16, g64 = _sdpa_torch_gradients(program, xs, w)
+    allowed = _gradient_allowance(program, xs, w)
+    assert np.max(np.abs(g16 - g64)) <= allowed
+    scaled = g64.copy()
+    scaled[:, 2] *= 1.1
+    assert np.max(np.abs(scaled - g64)) > 2 * allowed, "dV scaled by 1.1 must fail the bound"
+
+    program = sdpa_samples["unit"][0]
+    assert program.ops[0].kwargs["mask"] is None and program.input_shapes == ((2, 3, 2, 2),)
+    rng = np.random.default_rng(1)
+    x = np.stack([0.25 * rng.standard_normal((2, 2, 2)), 4 * rng.standard_normal((2, 2, 2)),
+                  4 * rng.standard_normal((2, 2, 2))], axis=1)
+    xs = [_bf16(x)]
+    w = _cotangent(program)
+    g16, g64 = _sdpa_torch_gradients(program, xs, w)
+    allowed = _gradient_allowance(program, xs, w)
+    assert np.max(np.abs(g16 - g64)) <= allowed / 100
+    flipped = g64.copy()
+    flipped[:, 0] *= -1.0
+    assert np.max(np.abs(flipped - g64)) > 2 * allowed, "dQ with its sign flipped must fail the bound"

@@ -181,6 +181,9 @@ def gradient_error_bound(program: Program, xs: Sequence[Any], dtype: str) -> tup
       computed register; another op reading one raises ValueError (its Jacobian's
       dependence on a perturbed primal is not modelled). Per-op programs qualify.
 
+    * in float16/bfloat16 an op of :data:`_GRADIENT_RULES` (sdpa) takes the smaller of its
+      row's terms and its own backward analysis (not first order in the logits).
+
     ``floor`` allows flushing to zero: each op of the backward may flush values below the
     smallest normal number, propagated by the tangents' Lipschitz constants.
     """
@@ -217,7 +220,11 @@ def gradient_error_bound(program: Program, xs: Sequence[Any], dtype: str) -> tup
         t_in = [tangents[i] for i in idx]
         t_out = sum(L * t for L, t in zip(lips, t_in))
         received = sum(L * errs[i] for L, i in zip(lips, idx))
-        errs.append(received + ULPS * work * (t_out + sum(L * t for L, t in zip(lips, t_in))) + local * max(t_in))
+        own = ULPS * work * (t_out + sum(L * t for L, t in zip(lips, t_in))) + local * max(t_in)
+        if op.name in _GRADIENT_RULES and dtype in _NARROW:
+            # The op's own backward analysis (inputs only: a computed register raised above).
+            own = min(own, _GRADIENT_RULES[op.name](args, op.kwargs, u) * max(t_in))
+        errs.append(received + own)
         tangents.append(t_out)
     # A register read k times gets k cotangents summed: k - 1 roundings of terms bounded,
     # along every path through it, by the output's tangent bound.
@@ -276,11 +283,23 @@ def _sdpa_error(xs: Sequence[Array], errs: Sequence[float], p: Params, ws: Seque
     logits' rounding exceeds O(1) the hull term remains: the bound is V's spread, which may
     admit a wrong answer (the low-precision suite then records the sample inconclusive).
     """
-    from .ops.attention import _mask, _scores
-
     x = xs[0]
     lips, *_ = OPS["sdpa"].lip(xs, np.empty(0), p, ws)  # type: ignore[misc]
     sens = float(lips[0]) * errs[0]
+    total = _sdpa_weights(x, p, u)[5]
+    return sens + float(np.max(total, initial=0.0)) / u
+
+
+def _sdpa_weights(x: Array, p: Params, u: float) -> tuple[Array, Array, Array, Array, Array, Array, float]:
+    """The forward analysis of :func:`_sdpa_error` at the stacked input ``x``, as arrays:
+    ``(live, P, r, o, dev, total, scale)`` with ``live`` the unmasked logits (B, L, L), ``P``
+    the exact weights, ``r`` their relative change (``|P~ - P| <= r P`` before the
+    normalisation's rounding), ``o`` the exact output, ``dev[b, i, j, e] = |v_je - o_ie|``,
+    ``total`` the absolute error bound of each output entry (without propagated input
+    errors) and ``scale`` = |scale|. The backward's bound
+    (:func:`.ops.attention.sdpa_low_precision_gradient`) starts from the same weights."""
+    from .ops.attention import _mask, _scores
+
     q, k, v = x[:, 0], x[:, 1], x[:, 2]
     length, width = x.shape[2], x.shape[3]
     scale = abs(p["scale"]) if p["scale"] is not None else 1.0 / math.sqrt(width)
@@ -302,7 +321,7 @@ def _sdpa_error(xs: Sequence[Array], errs: Sequence[float], p: Params, ws: Seque
     absv = np.abs(v)[:, None, :, :]
     mass = np.minimum(np.sum((w * (1.0 + r))[..., None] * absv, axis=2), np.max(np.where(lv, absv, 0.0), axis=2))
     total = logit + ULPS * u * ((length + 2) * mass + np.abs(o))
-    return sens + float(np.max(total, initial=0.0)) / u
+    return live, w, r, o, dev, total, scale
 
 
 def _weight_changes(d: Array, w: Array, axis: int) -> Array:
@@ -333,6 +352,18 @@ def _softmax_error(xs: Sequence[Array], errs: Sequence[float], p: Params, ws: Se
 #: Ops with a bound of their own in float16/bfloat16, tighter than their row of the table
 #: where the logits are large (docs/tolerances.md, "Vacuous bounds"); the smaller is used.
 _SOFTMAX_RULES: Final = {"sdpa": _sdpa_error, "softmax": _softmax_error}
+
+
+def _sdpa_gradient(xs: Sequence[Array], p: Params, u: float) -> float:
+    from .ops.attention import sdpa_low_precision_gradient
+
+    return sdpa_low_precision_gradient(xs, p, u)
+
+
+#: Ops whose reverse-mode rule has a bound of its own in float16/bfloat16, in units of u per
+#: unit ``||w||_1`` (docs/tolerances.md, "Vacuous bounds"): :func:`gradient_error_bound` uses
+#: the smaller of it and the table's row.
+_GRADIENT_RULES: Final = {"sdpa": _sdpa_gradient}
 
 
 #: Ops whose backward evaluates ``exp(x - m)`` (softmax weights) at primal values: the

@@ -78,12 +78,103 @@ def _sdpa_lip(xs: Sequence[Array], out: Array, p: Params, ws: Sequence[Array]) -
 
 
 def sdpa_gradient_term(xs: Sequence[Array], p: Params) -> float:
-    """Units of u per unit tangent: the backward recomputes the softmax weights from rounded
-    logits (relative error 2 |s|, as for softmax's 2 max|x|) and uses them twice (the
-    products with dV and the row sums of P * dP), each term of a Jacobian entry <= lip:
-    ``8 max(1, |s|) lip``."""
+    """Units of u per unit tangent (the table's row, float32 and float64; float16/bfloat16 use
+    the smaller of this and :func:`sdpa_low_precision_gradient`): the backward recomputes the
+    softmax weights from rounded logits (relative error 2 |s|, as for softmax's 2 max|x|) and
+    uses them twice (the products with dV and the row sums of P * dP), each term of a Jacobian
+    entry <= lip: ``8 max(1, |s|) lip``."""
     lip = _full_jacobian_norm(lambda v: _sdpa_ref([v], p, []), xs[0])
     return 8.0 * max(1.0, _finite_amax(_scores(xs[0], p))) * lip
+
+
+def sdpa_low_precision_gradient(xs: Sequence[Array], p: Params, u: float) -> float:
+    """Bound ``B / u`` on the rounding error of sdpa's reverse mode in float16/bfloat16:
+    ``|dX~ - dX| <= B ||G||_1`` per entry of dX = (dQ, dK, dV) for a cotangent G = dO, at
+    inputs and G representable in the dtype (no max(1, |s|) factor: not first order in the
+    logits, whose rounding may be O(1) or more).
+
+    Exact backward: ``dV = P^T G``, ``dP = G V^T``, ``Delta_i = sum_k P_ik dP_ik``,
+    ``dS = P (dP - Delta)`` (torch's softmax backward and TensorFlow's SoftmaxGrad alike),
+    ``dQ = c dS K``, ``dK = c dS^T Q`` (c = |scale|). Every error below is a linear form in
+    ``|G_ie|``; ``B`` is its largest coefficient. ``U = ULPS u``; a contraction of n terms
+    rounds by ``U n`` times the sum of its terms' magnitudes.
+
+    * Weights (the forward analysis, programs.errors._sdpa_weights): the computed P~ differs
+      from P by ``d0 = min(r P, max(P, 1 - P))`` before normalising; the changes sum to zero,
+      so also by ``sum_{k != j} d0_k``; the normalisation (L terms, a division, the store)
+      adds ``U (L + 2) P (1 + r)``, except at the row's largest weight j*: there every rounding
+      of ``e_j* = exp(0) = 1`` and of ``1 / Z`` errs by at most the distance to the
+      representable 1, so ``ULPS (L + 2) min(u P (1 + r), 2 mu_i)`` with the off-mass
+      ``mu_i = sum_{k != j*} min(P_ik (1 + r_ik), 1)``. ``delta`` is the sum, ``Pt = P + delta``;
+      the stored weights off j* sum to at most ``omega_i = mu_i + (their normalisation)``.
+    * dV: ``|dV~_je - dV_je| <= sum_i (delta_ij + U L Pt_ij) |G_ie|``.
+    * dP: ``eps_ij <= U E sum_e |G_ie| |V_je|``.
+    * Delta from the same dP~ (P~ not exactly normalised, ``nu_i = |1 - sum_k P~_ik|``):
+      ``dP~_ij - sum_k P~_ik dP~_ik - (dP_ij - Delta_i) = sum_k (P~ - P)_ik (dP_ij - dP_ik)
+      + sum_k P~_ik (eps_ij - eps_ik) + (1 - sum P~) dP~_ij``; the second term is at most
+      ``(sum_{k != j} P~_ik) |eps_ij| + sum_{k != j} P~_ik |eps_ik|``: dP's rounding enters
+      weighted by the row's off-mass (``omega_i`` at j*), as it cancels in a saturated row.
+      Delta's own rounding: ``U L sum_k P~_ik |dP~_ik|``, or, where smaller (chosen per row),
+      ``ULPS L (sum_{k != j*} P~_ik |dP_ik| + omega_i |dP_ij*|)`` (no u: each rounding of a
+      partial sum that holds the j* term errs by at most the rest, its distance to a
+      representable value).
+    * dS: ``delta_ij |dP_ij - Delta_i| + Pt_ij (that difference's error) + 2 U Pt_ij |dP - Delta|``
+      (the subtraction, the product), ``|dP_ij - Delta_i| <= sum_e |G_ie| |V_je - o_ie|``.
+    * dQ, dK: ``c sum_j |dS~ - dS|_ij |K_je'|``, ``c sum_i |dS~ - dS|_ij |Q_ie'|``, plus their
+      contraction and the scaling, ``U (L + 2) c sum |dS~| |K|`` (``|Q|``).
+
+    Assumed: the weights are the forward's (stored, or recomputed identically), and Delta is
+    formed from the same dP~ (torch's math path and softmax backward, TensorFlow's
+    SoftmaxGrad under Keras). Fused kernels that take Delta = rowsum(dO * O) (torch's CPU
+    flash attention) keep dP, Delta and dS in float32 accumulators, so only the stored O and
+    the final contractions round in the dtype: not derived separately, measured (torch and
+    TensorFlow, bfloat16 and float16, every class and regime: observed/bound <= 0.03).
+    Where a row's logits' rounding reaches its gap (``r P`` of order 1, e.g. "large" inputs
+    with two logits closer than 2 D), ``delta`` is O(P) and the bound is the size of the
+    gradient itself: the sample is then inconclusive, as the forward's hull bound is."""
+    from ..errors import ULPS, _sdpa_weights
+
+    x = xs[0]
+    live, w, r, _, dev, _, c = _sdpa_weights(x, p, u)
+    q, k, v = x[:, 0], x[:, 1], x[:, 2]
+    length, width = x.shape[2], x.shape[3]
+    big_u = ULPS * u
+    av = np.abs(v)  # (B, k, E)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # r may be infinite where the weight underflows to 0: the product is then only capped.
+        rw = np.nan_to_num(r * w, nan=np.inf)
+    p0 = np.where(live, np.minimum(w + rw, 1.0), 0.0)
+    star = np.arange(length)[None, None, :] == np.argmax(np.where(live, w, -1.0), axis=-1)[..., None]
+    mu = np.sum(np.where(star, 0.0, p0), axis=-1, keepdims=True)
+    norm = ULPS * (length + 2) * np.where(star, np.minimum(u * p0, 2.0 * mu), u * p0)
+    norm = np.where(live, norm, 0.0)
+    nu = np.sum(norm, axis=-1, keepdims=True)
+    omega = np.minimum(1.0, mu + nu)
+    d0 = np.where(live, np.minimum(rw, np.maximum(w, 1.0 - w)), 0.0)
+    delta = np.where(live, np.minimum(d0, np.sum(d0, axis=-1, keepdims=True) - d0) + norm, 0.0)
+    delta = np.where(star, np.minimum(delta, np.maximum(omega, 1.0 - w)), delta)
+    pt = np.where(live, np.minimum(w + delta, 1.0), 0.0)
+    rest = np.sum(pt, axis=-1, keepdims=True) - pt  # sum_{k != j} P~_ik
+    off = np.where(star, np.minimum(omega, rest), np.minimum(1.0 + nu, rest))
+    # Coefficients of |G_ie|, arrays (B, i, j, E).
+    vdiff = np.abs(v[:, :, None, :] - v[:, None, :, :])  # |V_je - V_ke|, (B, j, k, E)
+    weights_err = np.einsum("bik,bjke->bije", delta, vdiff)
+    eps = big_u * width * av  # dP's rounding, (B, k, E)
+    dp_err = off[..., None] * eps[:, None] + (np.einsum("bik,bke->bie", pt, eps)[:, :, None] - pt[..., None] * eps[:, None])
+    unnormalised = nu[..., None] * av[:, None] * (1.0 + big_u * width)
+    plain = big_u * length * np.einsum("bik,bke->bie", pt, av) * (1.0 + big_u * width)
+    saturated = ULPS * length * (np.einsum("bik,bke->bie", np.where(star, 0.0, pt), av)
+                                  + omega * np.einsum("bik,bke->bie", star.astype(float), av)) * (1.0 + big_u * width)
+    pick = np.max(plain, axis=-1, keepdims=True) <= np.max(saturated, axis=-1, keepdims=True)
+    rounding = np.where(pick, plain, saturated)[:, :, None]
+    inner = weights_err + dp_err + unnormalised + rounding
+    ds_err = delta[..., None] * dev + pt[..., None] * (inner + 2.0 * big_u * (dev + inner))
+    ds_abs = w[..., None] * dev + ds_err
+    per_term = ds_err + big_u * (length + 2) * ds_abs
+    b_v = np.max(delta + big_u * length * pt, initial=0.0)
+    b_q = np.max(c * np.einsum("bjf,bije->bife", np.abs(k), per_term), initial=0.0)
+    b_k = np.max(c * np.abs(q)[:, :, None, :, None] * per_term[:, :, :, None, :], initial=0.0)
+    return float(max(b_v, b_q, b_k)) / u
 
 
 def _sdpa_torch(p: Params, shapes: Sequence[Shape]) -> str:
