@@ -40,7 +40,7 @@ def set_active(budget: Any) -> None:
 
 def scaled(ci_examples: int) -> int:
     """``ci_examples`` scaled to the run's profile, for budgets that are not hypothesis
-    examples (rounds of a batch): n in the ci profile, n/4 in quick, 10 n in thorough."""
+    examples (rounds of a batch): n in the ci profile, n/10 (at least 1) in quick, 10 n in thorough."""
     if not _active:
         return ci_examples
     return max(1, round(ci_examples * _active[0].max_examples / CI_EXAMPLES))

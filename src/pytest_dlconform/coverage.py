@@ -8,6 +8,12 @@ registered combinations (:func:`pytest_dlconform.programs.samples.registered`) t
 visited, for every (framework, mode) that the run checked at all; the JSON report keeps it
 under ``coverage`` and the HTML page shows it (:func:`html_section`). A pure function of the
 report: it reads, never edits.
+
+A quick-profile report (``environment.profile``) is held to the quick profile's subset: its
+compiled-backward modes compile a stratified sample of the ops for the run's ``--dl-seed``
+(:func:`pytest_dlconform.profiles.quick_compiled_sample`), so the combinations of the other
+ops are left out by design, counted under ``profile_subset`` (and named by ``dlconform
+modes``: "quick profile: N of M combinations, by design"), never listed as unvisited.
 """
 
 from __future__ import annotations
@@ -56,13 +62,44 @@ def ledger(report: Mapping[str, Any], registered: Iterable[Mapping[str, str]] | 
         registered = _registered()
     expected = [_key(r) for r in registered]
     scope = {k[:2] for k in seen}
-    return {
+    in_scope = [k for k in expected if k[:2] in scope]
+    subset = _profile_subset(report)
+    wanted = [k for k in in_scope if subset is None or subset[1](k)]
+    out = {
         "keys": list(KEYS),
         "registered": len(expected),
         "visited": [{**dict(zip(KEYS, k)), **v} for k, v in sorted(seen.items())],
-        "unvisited": [dict(zip(KEYS, k)) for k in expected if k[:2] in scope and k not in seen],
-        "not_in_run": sum(1 for k in expected if k[:2] not in scope),
+        "unvisited": [dict(zip(KEYS, k)) for k in wanted if k not in seen],
+        "not_in_run": len(expected) - len(in_scope),
     }
+    if subset is not None:
+        out["profile_subset"] = {"profile": subset[0], "expected": len(wanted), "in_scope": len(in_scope),
+                                 "left_out": len(in_scope) - len(wanted)}
+    return out
+
+
+def _profile_subset(report: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """(profile, the predicate of the combinations it expects) for a report of a profile that
+    checks a subset by design (quick), else None."""
+    env = report.get("environment") or {}
+    profile = env.get("profile") or (env.get("settings") or {}).get("profile")
+    if profile != "quick":
+        return None
+    from .profiles import quick_compiled_sample
+
+    seed = env.get("seed", (env.get("settings") or {}).get("seed", 0))
+    sample = {f"compiled/{mode}": set(ops) for mode, ops in quick_compiled_sample(int(seed or 0)).items()}
+    return profile, lambda k: k[1] not in sample or k[2] in sample[k[1]]
+
+
+def subset_line(cov: Mapping[str, Any]) -> str | None:
+    """"quick profile: N of M combinations, by design" for a ledger of a subset profile."""
+    sub = cov.get("profile_subset")
+    if not sub:
+        return None
+    return (f"{sub['profile']} profile: {sub['expected']} of {sub['in_scope']} combinations of the modes it ran, by "
+            f"design ({sub['left_out']} left out: the compiled-backward modes compile a stratified sample of the ops, "
+            "rotated by --dl-seed; --dl-profile=ci checks them all)")
 
 
 def summary(cov: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, int]]:

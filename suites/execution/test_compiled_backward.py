@@ -31,6 +31,11 @@ Parameter classes with a known compiler error (:data:`INDUCTOR_APART`, each pinn
 finding) are compiled apart, under test ids of their own: the pin covers that class only,
 and the rest of the batch is not recompiled op by op in every run.
 
+The quick profile (``--dl-profile=quick``) compiles a stratified sample instead
+(:class:`QuickSample`): in every mode one op of every op family, rotated by ``--dl-seed``,
+each mode's sample as one chunk; the rest is deselected, and the coverage ledger expects
+exactly that subset of a quick report.
+
 An op XLA cannot compile is "not applicable" for that op, with the op and XLA's words
 (tf.function documents InvalidArgumentError for a function XLA cannot compile); the batch
 is compiled again without it (its op's other classes are probed in a small batch of their
@@ -61,8 +66,10 @@ from pytest_dlconform.api import (
     adapter,
     budget,
     check_vjp,
+    compiled_ops,
     evidence,
     not_applicable,
+    of_run,
 )
 from pytest_dlconform.api.harness import SharedResults, run_directory
 from pytest_dlconform.api.programs import (
@@ -398,6 +405,21 @@ def _apart(op: str, sample: Sample) -> str | None:
     return next((key for key, (o, text) in INDUCTOR_APART.items() if o == op and text in sample.params.label), None)
 
 
+#: Whether this process collects a quick-profile run (set while the module collects): the quick
+#: profile compiles its sample of each mode as one chunk (:func:`_chunks`).
+_QUICK_RUN = [False]
+
+
+def _chunks(mode: str, quick: bool) -> tuple[tuple[str, ...], ...]:
+    """The chunks of ``mode``: :data:`CHUNKS`, or in the quick profile one chunk of every op
+    (of which its sample is selected), so a mode costs one compile per run."""
+    return (tuple(OPS),) if quick else CHUNKS[mode]
+
+
+def _chunk_index(mode: str, op: str, quick: bool) -> int:
+    return next(i for i, c in enumerate(_chunks(mode, quick)) if op in c)
+
+
 def _shard_group(params: dict[str, Any]) -> str | None:
     """A test's chunk: --dl-shard keeps a chunk's tests in one shard, because a chunk compiles
     the ops the run selected and each op's examples are drawn after those of the chunk's ops
@@ -405,11 +427,56 @@ def _shard_group(params: dict[str, Any]) -> str | None:
     if "op" not in params:
         return None  # a class compiled apart: a batch of its own
     mode = params.get("mode", "inductor")
-    index = next(i for i, c in enumerate(CHUNKS[mode]) if params["op"] in c)
-    return f"{mode}-{params.get('dl_device')}-{index}"
+    return f"{mode}-{params.get('dl_device')}-{_chunk_index(mode, params['op'], _QUICK_RUN[0])}"
 
 
 pytestmark = pytest.mark.dl_shard_group(by=_shard_group)
+
+
+def _test_mode_op(item: Any) -> tuple[str, str] | None:
+    """(compiled mode, op) a test of this module checks (an apart class: inductor, its op)."""
+    if getattr(item, "module", None) is not sys.modules[__name__] or not hasattr(item, "callspec"):
+        return None
+    params = item.callspec.params
+    if "apart" in params:
+        return "inductor", INDUCTOR_APART[params["apart"]][0]
+    return params.get("mode", "inductor"), params["op"]
+
+
+class QuickSample:
+    """The quick profile's selection (``--dl-profile=quick``): of this module's tests, the
+    (mode, op) pairs of :func:`pytest_dlconform.profiles.quick_compiled_sample` for the run's
+    ``--dl-seed`` (every mode with each of its dtypes, one op of every op family per mode, a
+    deterministic rotation by the seed); an apart class's test runs when its op is in
+    inductor's sample. The rest is deselected (pytest counts it), before the plugin selects
+    claims and shards, so the chunks compile the sampled ops only; the coverage ledger
+    expects exactly this subset of a quick report (``dlconform modes --check``)."""
+
+    NAME = "dlconform-compiled-backward-quick-sample"
+
+    def __init__(self, profile: str, seed: int) -> None:
+        self.sample = {mode: set(compiled_ops(profile, seed, mode)) for mode in (*TORCH_MODES, "inductor", *TF_MODES)}
+
+    def keeps(self, item: Any) -> bool:
+        pair = _test_mode_op(item)
+        return pair is None or pair[1] in self.sample[pair[0]]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        dropped = [item for item in items if not self.keeps(item)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if self.keeps(item)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A test module cannot implement pytest_collection_modifyitems: the quick profile's
+    # selection is registered as a plugin object, once per run, while this module collects.
+    profile, seed = of_run(metafunc.config)
+    _QUICK_RUN[0] = profile == "quick"
+    manager = metafunc.config.pluginmanager
+    if profile == "quick" and not manager.has_plugin(QuickSample.NAME):
+        manager.register(QuickSample(profile, seed), QuickSample.NAME)
 
 
 def _compute(framework: str, mode: str, device: str, dtypes: Sequence[str], build: Callable[..., Any],
@@ -437,6 +504,7 @@ class Batches:
     shared: SharedResults
     selected: set[tuple[str, str]]
     registered: set[str] = field(default_factory=set)  # frameworks whose families are registered
+    quick: bool = False  # the quick profile: one chunk per mode (_chunks)
 
 
 def _selected(items: Sequence[Any]) -> set[tuple[str, str]]:
@@ -465,7 +533,7 @@ def _register(batches: Batches, framework: str, device: str, build: Callable[...
     shared, selected = batches.shared, batches.selected
     for mode in (*TORCH_MODES, "inductor") if framework == "torch" else TF_MODES:
         dtypes = _dtypes(mode)
-        chunks = [tuple(op for op in chunk if (mode, op) in selected) for chunk in CHUNKS[mode]]
+        chunks = [tuple(op for op in chunk if (mode, op) in selected) for chunk in _chunks(mode, batches.quick)]
         select = (lambda o, s: _apart(o, s) is None) if mode == "inductor" else (lambda o, s: True)
         parts = [str(i) for i, chunk in enumerate(chunks) if chunk]
         shared.register(f"{framework}-{mode}-{device}", parts,
@@ -481,7 +549,7 @@ def _outcome(batches: Batches, framework: str, mode: str, device: str, build: Ca
     """The outcome of the chunk of ``mode`` that holds ``op`` (inductor: its classes that are
     not compiled apart)."""
     _register(batches, framework, device, build)
-    index = next(i for i, c in enumerate(CHUNKS[mode]) if op in c)
+    index = _chunk_index(mode, op, batches.quick)
     return batches.shared.get(f"{framework}-{mode}-{device}", str(index))  # type: ignore[no-any-return]
 
 
@@ -489,7 +557,8 @@ def _outcome(batches: Batches, framework: str, mode: str, device: str, build: Ca
 def shared(request: Any, tmp_path_factory: Any) -> Batches:
     """Chunk outcomes computed once per run, shared by the run's xdist workers."""
     root = run_directory(request.config, tmp_path_factory.getbasetemp(), "dlconform-compiled-backward")
-    return Batches(SharedResults(root), _selected(request.session.items))
+    quick = request.config.pluginmanager.has_plugin(QuickSample.NAME)
+    return Batches(SharedResults(root), _selected(request.session.items), quick=quick)
 
 
 #: The claims' modes per compile mode (execution.toml).

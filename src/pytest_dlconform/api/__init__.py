@@ -48,6 +48,7 @@ from ..determinism import deterministic_kernels
 from ..frameworks import Adapter, HarnessError, adapter
 from ..fresh import run_python
 from ..inputs import budget, float_arrays, float_dtypes, scaled, shapes
+from ..profiles import compiled_ops, of_run
 
 __all__ = [
     "TEST_ALPHA",
@@ -69,6 +70,7 @@ __all__ = [
     "check_jvp_vjp_consistency",
     "check_vjp",
     "combined",
+    "compiled_ops",
     "deterministic_kernels",
     "difference",
     "dropout_elements",
@@ -76,6 +78,7 @@ __all__ = [
     "float_arrays",
     "float_dtypes",
     "not_applicable",
+    "of_run",
     "run_python",
     "scaled",
     "shapes",
