@@ -116,6 +116,15 @@ CASES = {
                    "mu_product": "torch.float64, after load_state_dict torch.float64"},
         lambda m: {"uninterrupted": m.expected() * (1 + 3.5e-9), "resumed": m.expected() * (1 + 3.5e-9) + 1.3e-9,
                    "mu_product": "torch.float32, after load_state_dict torch.float64"}),
+    # The second-order suite's findings: tf.nn.moments' variance Hessian drops -(2/n^2) 1 1^T
+    # (H v = 2/n v); F.mse_loss('mean') forward over reverse raises on a ZeroTensor.
+    "tf_moments_second_derivative.py": (
+        lambda m: {"nested GradientTape": m.expected(), "ForwardAccumulator over GradientTape": m.expected()},
+        lambda m: {"nested GradientTape": 2.0 / m.X.size * m.V, "ForwardAccumulator over GradientTape": m.expected()}),
+    "torch_mse_loss_forward_over_reverse.py": (
+        lambda m: {"torch.func.jvp of torch.func.vjp": m.expected(), "forward_ad dual over autograd.grad": m.expected()},
+        lambda m: {"torch.func.jvp of torch.func.vjp": RuntimeError("ZeroTensors are immutable."),
+                   "forward_ad dual over autograd.grad": m.expected()}),
 }
 
 
