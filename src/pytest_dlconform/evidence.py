@@ -81,7 +81,7 @@ class Recorder:
         if self.declared is not None:
             unknown = [m for m in modes if m not in self.declared]
             if unknown:
-                from .frameworks.base import HarnessError
+                from .exceptions import HarnessError
 
                 raise HarnessError(f"evidence.covers({', '.join(map(repr, unknown))}): not a mode of this test's claim; "
                                    f"its modes are {sorted(self.declared)} (add it to the claim's modes in claims/*.toml)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -32,6 +33,11 @@ SHARD = "shard"  # --dl-shard=I/N (shards.py)
 API_LEDGER = "api-ledger"  # --dl-api-ledger=PATH (api_ledger.py)
 KNOWN_REGRESSIONS = "known-regressions"  # --dl-known-regressions=fail|warn (with --dl-baseline)
 KNOWN_REGRESSION_CHOICES = ("fail", "warn")
+AUTOSAVE = "autosave"  # --dl-autosave=yes|no|DIR: each run's report also saved in DIR (the last AUTOSAVE_KEEP)
+HOME = ".dlconform"  # the rootdir's folder of dlconform's own files (gitignore it)
+SAVED_REPORTS = os.path.join(HOME, "reports")  # where reports are autosaved, under the rootdir
+AUTOSAVE_KEEP = 20  # saved reports kept; older ones are pruned
+LAST = "last"  # --dl-baseline=last: the newest saved report
 # Set by `dlconform run` for the pytest it starts: there, the packaged known-divergences file
 # is the built-in default of --dl-divergences (a flag, DLCONFORM_DIVERGENCES or a dl_divergences
 # ini key still wins, in the usual order). A plain `pytest` run has no default file.
@@ -84,7 +90,8 @@ HELP = {
     SEED: "base seed for per-test framework seeds (integer). Default: 0.",
     REPORT: "write a versioned JSON report of claims, verdicts and evidence to this path.",
     HTML: "write a self-contained HTML conformance matrix to this path.",
-    BASELINE: "compare this run with an earlier JSON report and fail on any regressed claim.",
+    BASELINE: "compare this run with an earlier JSON report and fail on any regressed claim; 'last': the newest "
+    "report saved by --dl-autosave before this run.",
     DIVERGENCES: "known-divergences TOML file ([[divergence]] claim, tests (node-id globs), the symptom (exception and "
     "message pattern, and/or max_error), versions, reason, expires): a violation that shows exactly that symptom is an "
     "xfail; expired, unmatched and not-selected entries are reported.",
@@ -108,6 +115,10 @@ HELP[API_LEDGER] = ("record which public callables of the frameworks each claim 
                     "slower) and write the API ledger, covered / uncovered / out of scope per namespace, to this "
                     "JSON path (and the HTML table beside it); `dlconform coverage --api OLD.json NEW.json` "
                     "lists the new APIs no test calls.")
+HELP[AUTOSAVE] = (f"also save the run's JSON report as NNNN_<UTC time>_<suite hash>.json, keeping the last "
+                  f"{AUTOSAVE_KEEP} (`dlconform compare --last`, --dl-baseline=last): yes (in {SAVED_REPORTS} under "
+                  "the rootdir), no, or a folder. Default: yes once dlconform is active and claim tests ran "
+                  "(never in a --dl-shard run: a shard is part of a report).")
 # Options given more than once on the command line (argparse action "append").
 REPEATABLE = frozenset({MODEL})
 
@@ -129,13 +140,15 @@ class Settings:
     html: str | None = None
     baseline: str | None = None
     timeout: float = 120.0
-    allow_listen_all: bool = False  # TensorFlow cluster servers on this host's network (see netns.py)
+    allow_listen_all: bool = False  # TensorFlow cluster servers on this host's network (see harness/netns.py)
     models: tuple[str, ...] = ()  # --dl-model references 'module:factory', in order, without duplicates
     divergences: str | None = None  # the known-divergences TOML file (absolute), or None
     examples_db: str | None = None  # --dl-examples-db: hypothesis's example database folder (absolute), or None
     shard: tuple[int, int] | None = None  # --dl-shard: (I, N), 1 <= I <= N, or None (the whole collection)
     known_regressions: str = "fail"  # --dl-known-regressions: what a known regression against the baseline does
     api_ledger: str | None = None  # --dl-api-ledger: the API ledger JSON path (absolute), or None
+    autosave: bool = True  # --dl-autosave: save each report in the saved-reports folder (session/outcome.py)
+    autosave_dir: str | None = None  # that folder (absolute), or None: the rootdir's SAVED_REPORTS
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def claim_selected(self, claim_id: str) -> bool:
@@ -361,7 +374,7 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         seed=_int_or(SEED, raws[SEED], 0, 0),
         report=_output_path(REPORT, raws[REPORT]),
         html=_output_path(HTML, raws[HTML]),
-        baseline=_input_path(BASELINE, raws[BASELINE]),
+        baseline=_baseline(raws[BASELINE], raws[AUTOSAVE]),
         timeout=float(get(TIMEOUT, lambda r: _positive_float(TIMEOUT, r), 120.0)),  # type: ignore[arg-type]
         allow_listen_all=bool(get(ALLOW_LISTEN_ALL, lambda r: _boolean(ALLOW_LISTEN_ALL, r), False)),
         models=_models(raws[MODEL]),
@@ -371,6 +384,8 @@ def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
         api_ledger=_output_path(API_LEDGER, raws[API_LEDGER]),
         known_regressions=str(get(KNOWN_REGRESSIONS, lambda r: _choice(KNOWN_REGRESSIONS, r, KNOWN_REGRESSION_CHOICES),
                                   "fail")),
+        autosave=_autosave(raws[AUTOSAVE]) is not False,
+        autosave_dir=_autosave_dir(raws[AUTOSAVE]),
         sources=sources,
     )
 
@@ -406,3 +421,71 @@ def _shard(raw: Raw | None) -> tuple[int, int] | None:
     except ValueError as exc:
         problem, _, fix = str(exc).partition("; ")
         raise _bad(SHARD, raw, problem, fix) from None
+
+
+# ---------------------------------------------------------------- saved reports (--dl-autosave)
+
+SAVED_NAME = re.compile(r"^(\d{4,})_(\d{8}T\d{6}Z)_([0-9A-Za-z]+)\.json$")
+
+
+def _autosave(raw: Raw | None) -> str | bool:
+    """True (the default folder), False (off) or the folder given (absolute)."""
+    if raw is None:
+        return True
+    word = raw[0].strip().lower()
+    if word in BOOLEANS:
+        return BOOLEANS[word]
+    path = os.path.abspath(raw[0])
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise _bad(AUTOSAVE, raw, "is a file, not a folder", "pass yes, no or a folder (it is created if missing)")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise _bad(AUTOSAVE, raw, f"directory {parent} does not exist", "create it first or choose another folder")
+    return path
+
+
+def _autosave_dir(raw: Raw | None) -> str | None:
+    chosen = _autosave(raw)
+    return chosen if isinstance(chosen, str) else None
+
+
+def saved_dir(env: Mapping[str, str] | None = None, start: str | None = None) -> str:
+    """Where to look for saved reports without a rootdir (``dlconform compare --last``,
+    ``--dl-baseline=last``): DLCONFORM_AUTOSAVE when it names a folder, else the nearest
+    :data:`SAVED_REPORTS` in the current folder or above it, else the current folder's."""
+    env = os.environ if env is None else env
+    value = env.get(env_var(AUTOSAVE), "").strip()
+    if value and value.lower() not in BOOLEANS:
+        return os.path.abspath(value)
+    here = os.path.abspath(start or os.getcwd())
+    folder = here
+    while True:
+        if os.path.isdir(os.path.join(folder, SAVED_REPORTS)):
+            return os.path.join(folder, SAVED_REPORTS)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return os.path.join(here, SAVED_REPORTS)
+        folder = parent
+
+
+def saved_reports(folder: str) -> list[str]:
+    """The saved reports in ``folder`` (paths), oldest first by their number; [] if none."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = [(int(m.group(1)), name) for name in names if (m := SAVED_NAME.match(name))]
+    return [os.path.join(folder, name) for _, name in sorted(found)]
+
+
+def _baseline(raw: Raw | None, autosave_raw: Raw | None) -> str | None:
+    if raw is None or raw[0].strip().lower() != LAST:
+        return _input_path(BASELINE, raw)
+    chosen = _autosave(autosave_raw) if autosave_raw is not None else True
+    folder = chosen if isinstance(chosen, str) else saved_dir(env={})  # the option's raw value saw the env
+    saved = saved_reports(folder)
+    if not saved:
+        raise _bad(BASELINE, raw, f"no saved report in {folder}",
+                   f"run once with {flag(AUTOSAVE)} on (the default) first, or pass the path of an earlier "
+                   "--dl-report JSON file")
+    return saved[-1]

@@ -1,4 +1,4 @@
-"""The localhost launcher (pytest_dlconform.cluster) with real processes, torch and TensorFlow.
+"""The localhost launcher (pytest_dlconform.harness) with real processes, torch and TensorFlow.
 
 A conformance run must never hang a CI job: a rank that exits, a peer that never joins
 and a collective that never completes each end the call within its deadline, with a
@@ -19,17 +19,13 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import cluster, netns
 from pytest_dlconform import distribution as dist
 from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.cluster import (
-    ClusterError,
-    GroupPool,
-    LocalGroup,
-    TaskError,
-    WorkerContext,
-)
 from pytest_dlconform.fresh import run_python
+from pytest_dlconform.harness import clusters, groups, netns, ports, processes
+from pytest_dlconform.harness.groups import ClusterError, LocalGroup, TaskError
+from pytest_dlconform.harness.pool import GroupPool
+from pytest_dlconform.harness.rank import WorkerContext
 from pytest_dlconform.suites.distributed import torch_programs
 
 MARGIN_S = 20.0  # what a loaded CI machine may add to a deadline before the error is raised
@@ -128,15 +124,15 @@ def collective(ctx: WorkerContext, spec: dict[str, Any]) -> list[float]:
 
 def _assert_gone(group: LocalGroup | ClusterError) -> None:
     """No process of the group is left: none carries its token, no rank's session has members."""
-    left = cluster.survivors(group.token)
+    left = processes.survivors(group.token)
     assert left == [], f"processes of the group survived: {left}"
-    members = {pid: cluster.group_members(pid) for pid in group.pids}
+    members = {pid: processes.group_members(pid) for pid in group.pids}
     assert not any(members.values()), f"process groups of the ranks still have members: {members}"
 
 
 def _torch_group(world: int, *, setup: Any = dist.torch_setup, late: int | None = None, timeout: float = 60.0,
                  collective_timeout: float = 300.0) -> LocalGroup:
-    iface = cluster.loopback_interface()
+    iface = ports.loopback_interface()
     return LocalGroup.start(
         f"test-torch-{world}", world, timeout=timeout,
         env=lambda rank, _: {"CUDA_VISIBLE_DEVICES": "", "GLOO_SOCKET_IFNAME": iface, "OMP_NUM_THREADS": "1"},
@@ -215,7 +211,7 @@ def test_grandchildren_die_with_the_group():
     g = LocalGroup.start("test-tree", 2, timeout=30)
     pids = g.run(spawn_grandchild, None)
     g.close()
-    assert set(cluster.survivors(g.token)).isdisjoint(pids.values()), "a grandchild outlived its group"
+    assert set(processes.survivors(g.token)).isdisjoint(pids.values()), "a grandchild outlived its group"
     _assert_gone(g)
 
 
@@ -270,7 +266,7 @@ def test_deadlines_and_messages_are_the_same_in_a_private_network():
     pids = g.run(spawn_grandchild, None, ranks=[0])
     with pytest.raises(ClusterError, match=r"(?s)rank 1 \(pid \d+\) exited with code 7 .*ranks \[0\] were killed"):
         g.run(stall, {"rank": 1, "exit": 7, "others_sleep": 3600}, timeout=60)
-    assert set(cluster.survivors(g.token)).isdisjoint(pids.values()), "a grandchild outlived its group"
+    assert set(processes.survivors(g.token)).isdisjoint(pids.values()), "a grandchild outlived its group"
     _assert_gone(g)
 
 
@@ -289,7 +285,7 @@ def test_a_rank_that_cannot_join_the_namespace_fails_the_start_at_once_naming_it
 def test_port_leases_of_two_processes_never_overlap():
     code = (
         "import json, sys, time\n"
-        "from pytest_dlconform.cluster import lease_ports\n"
+        "from pytest_dlconform.harness.ports import lease_ports\n"
         "lease = lease_ports(20)\n"
         "print(json.dumps(lease.ports), flush=True)\n"
         "sys.stdin.readline()\n"
@@ -297,7 +293,7 @@ def test_port_leases_of_two_processes_never_overlap():
     other = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         theirs = set(json.loads(other.stdout.readline()))
-        mine = cluster.lease_ports(40)
+        mine = ports.lease_ports(40)
         assert theirs and not theirs & set(mine.ports), f"ports leased twice: {sorted(theirs & set(mine.ports))}"
         assert len(set(mine.ports)) == 40 and all(a.startswith("127.0.0.1:") for a in mine.addresses())
         mine.release()
@@ -306,18 +302,18 @@ def test_port_leases_of_two_processes_never_overlap():
 
 
 def test_outer_cluster_detection():
-    assert cluster.external_torch_env({}) is None
+    assert clusters.external_torch_env({}) is None
     env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
-    assert cluster.external_torch_env(env) == cluster.TorchEnv(3, 4, 1)
-    assert cluster.external_tf_config({}) is None
-    config = cluster.tf_config({"worker": ["a:1", "b:2"]}, "worker", 1)
-    assert cluster.external_tf_config({"TF_CONFIG": config})["task"] == {"type": "worker", "index": 1}
+    assert clusters.external_torch_env(env) == clusters.TorchEnv(3, 4, 1)
+    assert clusters.external_tf_config({}) is None
+    config = clusters.tf_config({"worker": ["a:1", "b:2"]}, "worker", 1)
+    assert clusters.external_tf_config({"TF_CONFIG": config})["task"] == {"type": "worker", "index": 1}
     with pytest.raises(dist.HarnessError, match="not JSON"):
-        cluster.external_tf_config({"TF_CONFIG": "{"})
+        clusters.external_tf_config({"TF_CONFIG": "{"})
 
 
 def test_attached_group_runs_programs_in_this_process():
-    g = cluster.AttachedGroup("outer", rank=2, world_size=4, timeout=10)
+    g = groups.AttachedGroup("outer", rank=2, world_size=4, timeout=10)
     assert g.local_ranks == (2,)
     assert g.run(echo, "x") == {2: (2, 4, os.getpid(), "x")}
     assert g.run(echo, "x", ranks=[0]) == {}
@@ -329,7 +325,7 @@ def test_attached_group_runs_programs_in_this_process():
 def test_torch_group_listens_on_loopback_only():
     g = _torch_group(2)
     try:
-        listening = cluster.listening_addresses(g.pids)
+        listening = processes.listening_addresses(g.pids)
         assert listening and all(addr == "127.0.0.1" for addr, _ in listening), f"ranks listen on {listening}"
     finally:
         g.close()
@@ -381,7 +377,7 @@ def test_multiworker_missing_peer_is_bounded_and_named():
     start = time.monotonic()
     with pytest.raises(ClusterError, match=r"rank 1 \(pid \d+\) did not arrive at 'MultiWorkerMirroredStrategy\(\)'") as err:
         LocalGroup.start("test-mw", 2, timeout=deadline,
-                         env=lambda rank, _: {"TF_CONFIG": cluster.tf_config(spec, "worker", rank), "CUDA_VISIBLE_DEVICES": ""},
+                         env=lambda rank, _: {"TF_CONFIG": clusters.tf_config(spec, "worker", rank), "CUDA_VISIBLE_DEVICES": ""},
                          setup=late_multiworker_setup, setup_payload={"timeout": 600, "threads": 1, "late": 1},
                          network=network)
     assert time.monotonic() - start < deadline + MARGIN_S
@@ -407,7 +403,7 @@ def test_suites_attach_to_a_torchrun_group():
     cmd = [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "pytest", "suites/distributed", "-q",
            "-p", "no:cacheprovider", "-p", "no:xdist", "-W", "ignore::DeprecationWarning",
            "--dl-claims", "distributed.torch.*", "--dl-device", "cpu", "--dl-profile", "quick"]
-    env = {k: v for k, v in os.environ.items() if k not in cluster.OUTER_CLUSTER_VARS}
+    env = {k: v for k, v in os.environ.items() if k not in clusters.OUTER_CLUSTER_VARS}
     network = _private_network()
     cmd, env = _in_namespace(network, cmd, {**env, "GLOO_SOCKET_IFNAME": "lo"})  # the only interface there
     try:
@@ -424,14 +420,14 @@ def test_suites_attach_to_a_tf_config_cluster():
     """Every host of a TF_CONFIG cluster runs pytest; the multi-worker suites use that cluster."""
     network = _private_network()  # both "hosts" share it
     spec = {"worker": network.addresses(2)}
-    base = {k: v for k, v in os.environ.items() if k not in cluster.OUTER_CLUSTER_VARS}
+    base = {k: v for k, v in os.environ.items() if k not in clusters.OUTER_CLUSTER_VARS}
     cmd = [sys.executable, "-m", "pytest", "suites/distributed", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
            "-W", "ignore::DeprecationWarning", "--dl-strategy", "multi-worker", "--dl-device", "cpu",
            "--dl-claims", "distributed.multiworker.equivalence,distributed.mirrored.reduce", "--dl-profile", "quick"]
     procs = []
     try:
         for i in range(2):
-            argv, env = _in_namespace(network, cmd, {**base, "TF_CONFIG": cluster.tf_config(spec, "worker", i)})
+            argv, env = _in_namespace(network, cmd, {**base, "TF_CONFIG": clusters.tf_config(spec, "worker", i)})
             procs.append(subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True, start_new_session=True, pass_fds=network.pass_fds()))
     finally:

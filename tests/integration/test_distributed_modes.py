@@ -21,10 +21,11 @@ import pytest
 
 from pytest_dlconform import distribution as dist
 from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.cluster import LocalGroup, WorkerContext
 from pytest_dlconform.distribution import cases as dcases
 from pytest_dlconform.distribution import collectives as C
 from pytest_dlconform.distribution.payloads import Outcome, ReduceCase
+from pytest_dlconform.harness.groups import LocalGroup
+from pytest_dlconform.harness.rank import WorkerContext
 
 NUMPY_OPS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sum": lambda a: a.sum(0), "product": lambda a: a.prod(0), "min": lambda a: a.min(0), "max": lambda a: a.max(0),

@@ -70,7 +70,7 @@ def _run(path: str, *, network: bool) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     # TensorFlow's servers listen on every interface: run the script (and its workers, which
     # inherit the namespace) in a private network namespace with only loopback.
-    from pytest_dlconform import netns
+    from pytest_dlconform.harness import netns
 
     try:
         net = netns.create()

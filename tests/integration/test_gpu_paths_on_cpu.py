@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from pytest_dlconform import cluster
 from pytest_dlconform import distribution as dist
-from pytest_dlconform.cluster import LocalGroup
 from pytest_dlconform.fresh import GROWTH_VAR, run_python
+from pytest_dlconform.harness import ports
+from pytest_dlconform.harness.groups import LocalGroup
 from pytest_dlconform.suites.distributed import torch_programs
 
 TIMEOUT_S = 2.0
@@ -26,7 +26,7 @@ TIMEOUT_S = 2.0
 @pytest.fixture(scope="module")
 def gloo_pair():
     pytest.importorskip("torch")
-    iface = cluster.loopback_interface()
+    iface = ports.loopback_interface()
     group = LocalGroup.start(
         "test-async-stall", 2, timeout=60,
         env=lambda rank, _: {"CUDA_VISIBLE_DEVICES": "", "GLOO_SOCKET_IFNAME": iface, "OMP_NUM_THREADS": "1"},

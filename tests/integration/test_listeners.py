@@ -36,8 +36,9 @@ from typing import Any
 import pytest
 
 from pytest_dlconform import distribution as dist
-from pytest_dlconform import netns, serving
-from pytest_dlconform.cluster import OUTER_CLUSTER_VARS, WorkerContext
+from pytest_dlconform.harness import netns, serving
+from pytest_dlconform.harness.clusters import OUTER_CLUSTER_VARS
+from pytest_dlconform.harness.rank import WorkerContext
 
 TIMEOUT = 120.0  # start deadline of each cluster; TensorFlow's import alone takes 5-20 s on a loaded 2-core machine
 SAMPLE_S = 0.1
@@ -313,7 +314,7 @@ def _restricted_prefix() -> list[str]:
     whose limit of nested user namespaces is 0: there, both ways to make a namespace fail."""
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv")):
         pytest.skip("needs root and the unshare and setpriv commands (util-linux) to build a place without namespaces")
-    inner = (f"{sys.executable} -c 'from pytest_dlconform.netns import loopback_up; loopback_up()' && "
+    inner = (f"{sys.executable} -c 'from pytest_dlconform.harness.netns import loopback_up; loopback_up()' && "
              "exec unshare --user --map-root-user sh -c 'echo 0 > /proc/sys/user/max_user_namespaces && "
              "exec setpriv --bounding-set=-all --inh-caps=-all \"$@\"' sh \"$@\"")
     return ["unshare", "--net", "sh", "-c", inner, "sh"]
@@ -331,7 +332,8 @@ def test_without_a_namespace_the_reason_names_every_attempt_and_the_opt_in_runs_
     code = """
 import json, os
 import pytest
-from pytest_dlconform import distribution as dist, netns
+from pytest_dlconform import distribution as dist
+from pytest_dlconform.harness import netns
 out = {}
 try:
     netns.create()
@@ -379,7 +381,7 @@ print(json.dumps({"rc": p.returncode, "out": p.stdout[-6000:]}))
 
 UNPRIVILEGED = """
 import json, os, subprocess, sys
-from pytest_dlconform import netns
+from pytest_dlconform.harness import netns
 try:
     network = netns.create()
 except netns.Unavailable as exc:
@@ -410,7 +412,7 @@ def _unprivileged_python() -> list[str]:
     drop = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
             "env", f"PYTHONPATH={REPO / 'src'}"]
     for python in (sys.executable, "/usr/bin/python3"):  # this one may sit in a folder only root can enter
-        if subprocess.run([*drop, python, "-c", "import pytest_dlconform.netns"], capture_output=True).returncode == 0:
+        if subprocess.run([*drop, python, "-c", "import pytest_dlconform.harness.netns"], capture_output=True).returncode == 0:
             return [*drop, python]
     pytest.skip("no Python that uid 65534 can run with this checkout importable")
 

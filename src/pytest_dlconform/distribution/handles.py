@@ -103,7 +103,7 @@ class StrategyHandle:
             return mirrored_strategy(devices)
         if self.name == "tpu":
             return tpu_strategy()
-        raise HarnessError(f"{self.name} runs in separate processes: use pytest_dlconform.cluster to launch it")
+        raise HarnessError(f"{self.name} runs in separate processes: launch it with harness.groups.LocalGroup")
 
     def torch_backend(self) -> str:
         """gloo on CPU; NCCL on multi-gpu (one GPU per rank, as NCCL requires: it refuses
