@@ -8,7 +8,8 @@
     dlconform model MODULE:FACTORY [--quick] [PYTEST ARGS]
                                          the model claims on your own model (suites/model), its matrix
     dlconform compare OLD.json NEW.json  upgrade check: exit 1 on a regressed claim, 2 on unusable input
-                                         (--format text|markdown|json)
+                                         (--format text|markdown|json; -v: every known-divergence entry)
+    dlconform compare --last             the same for the two newest reports runs saved (.dlconform/reports)
     dlconform html REPORT.json OUT.html  render a JSON report as the HTML matrix
     dlconform modes REPORT.json [--check] the documented modes a run checked, per claim (modes.py)
     dlconform repro NODEID [--report R.json] [--out FILE]
@@ -65,7 +66,9 @@ What it adds to a plain `pytest` run:
     dl_divergences ini key still choose another file.
 Like any run with the plugin it ends with the conformance matrix; --dl-report R.json and
 --dl-html R.html write the JSON report and the HTML page (`dlconform compare`, `dlconform
-html` read the report). Every argument goes to pytest; the --dl-* options are in the
+html` read the report). Each run's report is also saved in .dlconform/reports under the
+rootdir, the last 20 kept (`dlconform compare --last`, --dl-baseline=last; --dl-autosave=no
+turns it off). Every argument goes to pytest; the --dl-* options are in the
 "deep-learning conformance" group below.
 
 pytest's own help follows.
@@ -98,8 +101,17 @@ def _parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="compare two JSON reports: the upgrade check (exit 1 on a regressed claim)",
                          description="Exit status: 0 no regression, 1 a claim regressed (held, now violated) or held and "
                                      "now errors, 2 unusable input.")
-    cmp.add_argument("old", help="the earlier JSON report (--dl-report)")
-    cmp.add_argument("new", help="the later JSON report")
+    cmp.add_argument("old", nargs="?", help="the earlier JSON report (--dl-report)")
+    cmp.add_argument("new", nargs="?", help="the later JSON report")
+    cmp.add_argument("--last", action="store_true",
+                     help="instead of OLD and NEW: the two newest reports runs saved (--dl-autosave), the older "
+                          "against the newer")
+    cmp.add_argument("--saved", metavar="DIR",
+                     help="with --last: the folder of saved reports (default: DLCONFORM_AUTOSAVE if it names a "
+                          "folder, else the nearest .dlconform/reports in the current folder or above)")
+    cmp.add_argument("-v", "--verbose", action="store_true",
+                     help="a line for every known-divergence entry (default: only expired and unmatched ones, "
+                          "the others counted on one line)")
     cmp.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                      help="what to print on stdout (json: the comparison as data, for scripts)")
     cmp.add_argument("--markdown-file", metavar="PATH",
@@ -278,17 +290,32 @@ def _compare(args: argparse.Namespace) -> int:
         sys.stderr.write(f"dlconform compare: --threshold {args.threshold} must be a positive fraction of the tolerance\n")
         return compare.EXIT_UNUSABLE
     try:
+        if args.last:
+            if args.old or args.new:
+                raise compare.UnusableReport("--last compares the two newest saved reports: give no report path "
+                                             "with it (or drop --last)")
+            args.old, args.new = compare.last_two(args.saved)
+            sys.stderr.write(f"dlconform compare: --last: {args.old} -> {args.new}\n")
+        elif not (args.old and args.new):
+            raise compare.UnusableReport("give two reports, OLD.json NEW.json, or --last for the two newest "
+                                         "saved ones")
+        elif args.saved:
+            raise compare.UnusableReport("--saved goes with --last")
         result = compare.run(args.old, args.new, threshold=threshold, divergences_path=args.known_divergences,
                              known_regressions=args.known_regressions)
     except compare.UnusableReport as exc:
         sys.stderr.write(f"dlconform compare: {exc}\n")
         return compare.EXIT_UNUSABLE
-    formats = {"markdown": compare.to_markdown, "json": compare.to_json, "text": compare.to_text}
-    sys.stdout.write(formats[args.format](result))
+    if args.format == "json":
+        sys.stdout.write(compare.to_json(result))
+    elif args.format == "markdown":
+        sys.stdout.write(compare.to_markdown(result, verbose=args.verbose))
+    else:
+        sys.stdout.write(compare.to_text(result, verbose=args.verbose))
     if args.markdown_file:
         try:
             with open(args.markdown_file, "a", encoding="utf-8") as fh:
-                fh.write(compare.to_markdown(result))
+                fh.write(compare.to_markdown(result, verbose=args.verbose))
         except OSError as exc:
             sys.stderr.write(f"dlconform compare: cannot write --markdown-file {args.markdown_file}: {exc}\n")
             return compare.EXIT_UNUSABLE

@@ -280,7 +280,8 @@ class Comparison:
     drift: list[Change] = field(default_factory=list)
     still_violated: list[Change] = field(default_factory=list)
     still_error: list[Change] = field(default_factory=list)
-    divergences: list[str] = field(default_factory=list)
+    divergences: list[str] = field(default_factory=list)  # a line per known-divergence entry (the JSON output)
+    statuses: list[Mapping[str, Any]] = field(default_factory=list)  # the entries' statuses (quiet output counts them)
     threshold: float = DEFAULT_DRIFT
     unchanged: dict[str, int] = field(default_factory=dict)  # matched tests with the same verdict, by verdict
     claims: list[ClaimRow] = field(default_factory=list)  # every shared claim, side by side
@@ -331,7 +332,7 @@ def compare(old: Report | Mapping[str, Any], new: Report | Mapping[str, Any], *,
         )
     result = Comparison(
         results.environment_line(old["environment"]), results.environment_line(new["environment"]),
-        scope, len(shared), threshold=threshold, divergences=known.status_lines(statuses),
+        scope, len(shared), threshold=threshold, divergences=known.status_lines(statuses), statuses=statuses,
         warnings=suite_warnings(old["environment"], new["environment"]), known_regressions=known_regressions,
     )
     for claim in sorted(claims_new - claims_old):
@@ -574,15 +575,36 @@ def _unchanged(c: Comparison) -> str:
     return f"{sum(c.unchanged.values())} matched test(s) kept their verdict ({parts})"
 
 
-def to_text(c: Comparison) -> str:
+FAILING_SECTIONS = ("regressed", "held_to_error", "known_regressed")  # shown before the divergence lines
+
+
+def divergence_lines(c: Comparison, verbose: bool = False) -> list[str]:
+    """The known-divergence entries: a line each with ``verbose``; otherwise a line each only
+    for those a person must act on (expired, unmatched) and one line counting the rest."""
+    return known.status_lines(list(c.statuses), verbose=verbose) if c.statuses else list(c.divergences)
+
+
+def _ordered_sections() -> list[tuple[str, str] | None]:
+    """SECTIONS with None where the divergence lines go: after what fails the check."""
+    lead = [s for s in SECTIONS if s[0] in FAILING_SECTIONS]
+    return [*lead, None, *(s for s in SECTIONS if s[0] not in FAILING_SECTIONS)]
+
+
+def to_text(c: Comparison, verbose: bool = False, divergences: bool = True) -> str:
+    """The comparison for a terminal. Known-divergence entries come after the regressions,
+    counted on one line unless ``verbose`` (``-v``); ``divergences=False`` leaves them out
+    (a run's --dl-baseline: the run prints its own)."""
     out = [f"dlconform compare: {_headline(c)}", f"  old: {c.old_env}", f"  new: {c.new_env}",
            f"  compared: {c.shared_claims} claim(s) both ran; frameworks {_frameworks(c)}; "
            f"{_devices(c)}; drift threshold {c.threshold:g} of the tolerance",
            f"  unchanged: {_unchanged(c)}"]
     out += [f"  warning: {w}" for w in c.warnings]
     out += [f"  note: {n}" for n in c.scope.notes]
-    out += [f"  {line}" for line in c.divergences]
-    for attr, title in SECTIONS:
+    for section in _ordered_sections():
+        if section is None:
+            out += divergence_lines(c, verbose) if divergences else []  # a line of its own, after the regressions
+            continue
+        attr, title = section
         changes: list[Change] = getattr(c, attr)
         if not changes:
             continue
@@ -599,7 +621,8 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(c: Comparison) -> str:
+def to_markdown(c: Comparison, verbose: bool = False) -> str:
+    """The comparison as Markdown (a CI step summary); known divergences as in :func:`to_text`."""
     icon = ":x:" if c.failing else ":warning:" if c.known_regressed else ":white_check_mark:"
     out = [f"### dlconform compare: {icon} {_md(_headline(c))}", "",
            f"- **old:** {_md(c.old_env)}", f"- **new:** {_md(c.new_env)}",
@@ -607,8 +630,12 @@ def to_markdown(c: Comparison) -> str:
            f"{_devices(c)}; drift threshold {c.threshold:g} of the tolerance", f"- **unchanged:** {_unchanged(c)}"]
     out += [f"- **warning:** {_md(w)}" for w in c.warnings]
     out += [f"- note: {_md(n)}" for n in c.scope.notes]
-    out += [f"- {_md(line)}" for line in c.divergences]
-    for attr, title in SECTIONS:
+    for section in _ordered_sections():
+        if section is None:
+            lines = divergence_lines(c, verbose)
+            out += ["", *(f"- {_md(line)}" for line in lines)] if lines else []
+            continue
+        attr, title = section
         changes: list[Change] = getattr(c, attr)
         if not changes:
             continue
@@ -676,6 +703,22 @@ def run(old_path: str, new_path: str, *, threshold: float = DEFAULT_DRIFT,
         except known.DivergenceError as exc:
             raise UnusableReport(str(exc)) from None
     return compare(old, new, threshold=threshold, divergence_entries=entries, known_regressions=known_regressions)
+
+
+def last_two(folder: str | None = None) -> tuple[str, str]:
+    """The two newest reports saved by --dl-autosave in ``folder`` (default:
+    :func:`settings.saved_dir`), older first: ``dlconform compare --last``."""
+    from . import settings
+
+    folder = folder or settings.saved_dir()
+    saved = settings.saved_reports(folder)
+    if len(saved) < 2:
+        found = "none" if not saved else "only one"
+        raise UnusableReport(f"--last needs two saved reports and {folder} has {found}: run the suites "
+                             f"(`dlconform run`, or pytest with dlconform active, saves each report; "
+                             f"{settings.flag(settings.AUTOSAVE)}) {2 - len(saved)} more time(s), or compare two "
+                             "--dl-report files: dlconform compare OLD.json NEW.json")
+    return saved[-2], saved[-1]
 
 
 def names(changes: Iterable[Change]) -> list[str]:

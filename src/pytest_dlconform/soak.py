@@ -104,7 +104,8 @@ def command(profile: str, seed: int, report: Path, *, workers: str, divergences:
     randomness = [f"--dl-examples-db={examples_db}"] if examples_db else [f"--hypothesis-seed={seed}"]
     cmd = [sys.executable, "-m", "pytest", "--pyargs", SUITES_PACKAGE, "-p", "no:cacheprovider",
            f"--dl-profile={profile}", *randomness, f"--dl-seed={seed}",
-           f"--dl-report={report}", f"--dl-divergences={divergences}", "--hypothesis-show-statistics"]
+           f"--dl-report={report}", f"--dl-divergences={divergences}", "--hypothesis-show-statistics",
+           "--dl-autosave=no"]  # each soak run has its own report; none crowds out the user's saved runs
     if claims:
         cmd.append(f"--dl-claims={claims}")
     if workers not in ("", "0"):

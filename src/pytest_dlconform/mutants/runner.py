@@ -65,7 +65,7 @@ def command(m: Mutant | None, claims: str, select: str, report: Path, *, profile
             divergences: str, extra: Sequence[str], models: Sequence[str] = ()) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", "--pyargs", soak.SUITES_PACKAGE, "-p", "no:cacheprovider",
            f"--dl-profile={profile}", f"--dl-report={report}", f"--dl-divergences={divergences}",
-           f"--dl-claims={claims}", "-q", "--no-header", "-rfE"]
+           f"--dl-claims={claims}", "-q", "--no-header", "-rfE", "--dl-autosave=no"]  # a report of its own
     cmd += [f"--dl-model={ref}" for ref in models]  # the model.* claims run on a shipped example model
     if m is not None:
         # The first violation decides the verdict (killed); the rest would only cost time, and a failing

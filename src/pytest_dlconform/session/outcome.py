@@ -4,13 +4,17 @@ JSON and HTML files; and the exit status where results change it."""
 
 from __future__ import annotations
 
+import datetime
+import os
+import re
+import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .. import claims as registry
-from .. import results
+from .. import fingerprint, results
 from .. import settings as opts
 from ..report import Report
 
@@ -67,6 +71,65 @@ class Outcome:
 
             results.write_atomic(s.html, html.render(outcome.doc))
             outcome.messages.append(f"HTML matrix written to {s.html}")
+        if s.autosave and s.shard is None and outcome.doc["claims"]:
+            folder = s.autosave_dir or os.path.join(str(session.config.rootpath), opts.SAVED_REPORTS)
+            try:
+                saved = autosave(folder, outcome.doc)
+            except OSError as exc:
+                outcome.messages.append(f"cannot save the report in {folder} ({exc.__class__.__name__}: {exc}); "
+                                        f"{opts.flag(opts.AUTOSAVE)}=no turns saving off")
+            else:
+                outcome.messages.append(f"report saved as {_shown(saved)} (`dlconform compare --last`; "
+                                        f"{opts.flag(opts.AUTOSAVE)}=no turns saving off)")
+
+
+def autosave(folder: str, doc: Report, keep: int = opts.AUTOSAVE_KEEP,
+             now: datetime.datetime | None = None) -> str:
+    """Save ``doc`` in ``folder`` as ``NNNN_<UTC time>_<short suite hash>.json``, the number one
+    more than the newest there, atomically (a temporary file linked into place, so two runs
+    saving at once never take the same name); then remove all but the newest ``keep``.
+    Returns the path. The controller's job alone: xdist workers never reach finish()."""
+    os.makedirs(folder, exist_ok=True)
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    suite = str(doc["environment"].get(fingerprint.ENV_KEY) or "")
+    short = re.sub(r"[^0-9A-Za-z]", "", suite.partition(":")[2] or suite)[:10] or "nohash"
+    fd, tmp = tempfile.mkstemp(prefix=".dlconform-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(doc.to_json())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        saved = opts.saved_reports(folder)
+        number = int(os.path.basename(saved[-1]).partition("_")[0]) + 1 if saved else 1
+        while True:
+            path = os.path.join(folder, f"{number:04d}_{stamp}_{short}.json")
+            try:
+                os.link(tmp, path)  # fails if the name is taken: another run saved at the same moment
+                break
+            except FileExistsError:
+                number += 1
+            except OSError:  # no hard links on this file system
+                if os.path.exists(path):
+                    number += 1
+                    continue
+                os.replace(tmp, path)
+                break
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    for old in opts.saved_reports(folder)[:-keep] if keep > 0 else []:
+        try:
+            os.unlink(old)
+        except FileNotFoundError:  # another run pruned it first
+            pass
+    return path
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the current folder when it is below it."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
 
 
 # ---------------------------------------------------------------- results of a run (controller)
@@ -132,7 +195,8 @@ def _compare_baseline(run: Any, outcome: _Outcome) -> None:
         outcome.messages.append(f"{opts.flag(opts.BASELINE)}: {exc}")
         outcome.unusable = True
         return
-    text = compare.to_text(comparison)
+    verbose = run.config.get_verbosity() > 0 if getattr(run, "config", None) is not None else False
+    text = compare.to_text(comparison, verbose=verbose, divergences=False)  # the run prints its own entries
     outcome.regressed = compare.names(comparison.failing)  # known regressions too, unless --dl-known-regressions=warn
     outcome.doc = outcome.doc.replace(baseline={"path": path, "regressed": outcome.regressed, "text": text})
     outcome.messages += text.rstrip("\n").splitlines()
