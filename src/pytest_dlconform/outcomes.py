@@ -85,7 +85,7 @@ def _remote_violation(error: Any) -> bool:
 def failure(exc: BaseException, evidence: dict[str, Any] | None = None) -> Failure:
     """The symptom of a violation, for matching known divergences: type names and message
     (of every exception in a group, and of remote errors), and the failing checks' errors."""
-    excs = _group(exc) or [exc]
+    excs = _leaves(exc)
     types: list[str] = []
     messages: list[str] = []
     parts: list[tuple[tuple[str, ...], str]] = []  # each failing part, matched on its own
@@ -102,6 +102,13 @@ def failure(exc: BaseException, evidence: dict[str, Any] | None = None) -> Failu
             parts.extend((type_names(e), m) for m in getattr(e, "failed_entries", None) or (str(e),))
     return Failure(tuple(dict.fromkeys(types)), "\n".join(messages), failing_errors(evidence), tuple(parts),
                    reference_margins(evidence))
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions a (possibly nested) group holds: hypothesis groups distinct failures,
+    and a test that checks every sample groups the failing ones, so groups nest."""
+    inner = _group(exc)
+    return [leaf for e in inner for leaf in _leaves(e)] if inner else [exc]
 
 
 def exception_evidence(exc: BaseException) -> dict[str, Any]:

@@ -52,6 +52,11 @@ from pytest_dlconform.api import (
 from pytest_dlconform.api.programs import ProgramCase, coverage_key, layout_samples, ops_for, sample_cases, samples
 from pytest_dlconform.api.tracing import assert_within
 
+try:
+    from builtins import ExceptionGroup as _ExceptionGroup  # Python 3.11+
+except ImportError:  # pragma: no cover - 3.10: the backport hypothesis depends on
+    from exceptiongroup import ExceptionGroup as _ExceptionGroup
+
 EXAMPLES = 2  # hypothesis examples per test in the ci profile; each runs all the op's samples
 # Cheaper than the composed-program properties, per sample: one op has one or two inputs, so
 # 4 directions (one along each input's own gradient, the rest random) and one random (u, v)
@@ -82,9 +87,12 @@ class Ledger:
         self.checks += 1
         self.noisy += int(inconclusive)
 
-    def finish(self) -> None:
+    def record(self) -> None:
         rows = [{**dict(k), "count": n, "inconclusive": self.inconclusive[k]} for k, n in sorted(self.visits.items())]
         evidence.note(coverage=rows)
+
+    def finish(self) -> None:
+        self.record()
         if self.mode == "reverse-fd":
             evidence.note(fd_checks=self.checks, fd_inconclusive=self.noisy)
             if self.checks == 0 or 2 * self.noisy > self.checks:
@@ -124,24 +132,51 @@ def _run(framework: str, device: str, op: str, mode: str, examples: int = EXAMPL
                 _layout_check(device, _draw(data, sample), layout, data.draw(st.integers(0, 2**16), label="seed"))
                 ledger.visit(sample, layout)
             return
+        failed: list[Exception] = []
         for sample in samples(op):
             case = _draw(data, sample)
-            f, vjp, jvp = _funcs(framework, case, device)
-            _forward(f, case, what=f"{op} forward vs float64 reference")
             seed = data.draw(st.integers(0, 2**16), label="seed")
-            inconclusive = False
-            if mode == "reverse-fd":
-                inconclusive = _fd_check(f, vjp, case, seed, op)
-                ledger.fd(inconclusive)
-            elif mode == "forward-reverse":
-                floor = case.program.derivative_error_bound(case.inputs)
-                result = check_jvp_vjp_consistency(jvp, vjp, case.inputs, case.program.output_shape, seed=seed,
-                                                   pairs=PAIRS, derivative_error=floor)
-                evidence.check(f"{op} v.(Ju) vs (J^T v).u", observed=result.max_error_ratio, tolerance=1.0)
+            try:
+                inconclusive = _check_sample(framework, device, op, mode, case, seed, ledger)
+            except Exception as exc:  # every sample is checked; all failures are reported
+                failed.append(exc)
+                ledger.visit(sample)  # checked, and failed: the verdict says so
+                continue
             ledger.visit(sample, inconclusive=inconclusive)
+        _raise_all(op, failed)
 
-    prop()
+    try:
+        prop()
+    except BaseException:
+        ledger.record()  # what the failing test checked before it failed stays in the ledger
+        raise
     ledger.finish()
+
+
+def _check_sample(framework: str, device: str, op: str, mode: str, case: ProgramCase, seed: int,
+                  ledger: Ledger) -> bool:
+    """One sample in one mode; True when finite differences could not judge it."""
+    f, vjp, jvp = _funcs(framework, case, device)
+    _forward(f, case, what=f"{op} forward vs float64 reference")
+    if mode == "reverse-fd":
+        inconclusive = _fd_check(f, vjp, case, seed, op)
+        ledger.fd(inconclusive)
+        return inconclusive
+    if mode == "forward-reverse":
+        floor = case.program.derivative_error_bound(case.inputs)
+        result = check_jvp_vjp_consistency(jvp, vjp, case.inputs, case.program.output_shape, seed=seed,
+                                           pairs=PAIRS, derivative_error=floor)
+        evidence.check(f"{op} v.(Ju) vs (J^T v).u", observed=result.max_error_ratio, tolerance=1.0)
+    return False
+
+
+def _raise_all(op: str, failed: list[Exception]) -> None:
+    """Every sample was checked: one failure is raised as it is, several as a group, so a
+    known-divergence pin must match each of them (never only the first)."""
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        raise _ExceptionGroup(f"{op}: {len(failed)} samples failed", failed)
 
 
 def _fd_check(f: Callable, vjp: Callable, case: ProgramCase, seed: int, op: str) -> bool:
