@@ -16,7 +16,9 @@ def not_applicable(reason: str, *, cause: str | None = None, subject: str | None
     """Report the running claim test as "not applicable here", with the exact reason.
 
     Use it only for hardware or packages this machine lacks (no GPU, no TPU, a package
-    that cannot be installed beside this framework version), never to hide a failure.
+    that cannot be installed beside this framework version), or where the error model gives
+    a check no bound that a wrong answer could fail (every sample inconclusive), never to
+    hide a failure.
     ``cause`` (optional) is the reason without this test's details, shared by every test
     it stops, and ``subject`` what this test is about (an op): the run's summary then
     prints one line per cause with its subjects, where every reason differs in details.

@@ -221,8 +221,15 @@ def test_low_precision_forward_and_gradient_match_float64(dl_framework, dl_devic
                        subject=op)
     if unsupported:
         evidence.note(not_applicable_samples=unsupported[0])
-    if not visits and vacuous:
-        raise HarnessError(f"no sample of {op} in {dtype} could be checked: every forward bound accepts a canonical "
-                           f"wrong answer ({len(vacuous)} samples inconclusive)")
+    if vacuous and sum(vacuous.values()) > sum(visits.values()):
+        # The error model gives this op, in this dtype, no bound that a wrong answer could fail
+        # for most of its samples (their forward bounds accept zeros or the sign flip): the
+        # claim cannot be judged here. Said as such, counted in the report, never "holds"; the
+        # samples that could be checked held (a failure above would have been raised).
+        checked = sum(visits.values())
+        not_applicable(f"{op} in {dtype}: {sum(vacuous.values())} of {checked + sum(vacuous.values())} samples have "
+                       f"a forward bound that accepts a canonical wrong answer ({checked} checked, held), so the "
+                       "error model cannot judge it", cause=f"the {dtype} error model cannot judge most samples",
+                       subject=op)
     if not visits:
         raise HarnessError(f"no sample of {op} was checked in {dtype}")
