@@ -119,12 +119,12 @@ class Collector:
         elif _SEVERITY[verdict] > _SEVERITY[result.verdict]:
             result.verdict = verdict
             result.reason = ""  # the worse phase explains the verdict
-        if verdict != HOLDS and not result.reason:
-            result.reason = _reason(report)
-        if props.get(PROP_SEED) is not None:
-            result.seed = int(props[PROP_SEED])
         if props.get(PROP_EVIDENCE):
             result.evidence = json.loads(props[PROP_EVIDENCE])
+        if verdict != HOLDS and not result.reason:
+            result.reason = _group_reason(result.evidence) or _reason(report)
+        if props.get(PROP_SEED) is not None:
+            result.seed = int(props[PROP_SEED])
         if props.get(PROP_EXPECTED):
             known = json.loads(props[PROP_EXPECTED])
             result.expected, result.divergence, result.observed = known["reason"], known["key"], known["observed"]
@@ -143,6 +143,18 @@ class Collector:
         for result in self.tests.values():
             counts[result.verdict] += 1
         return counts
+
+
+def _group_reason(evidence: Mapping[str, Any] | None) -> str:
+    """For a failure made of several (an exception group: hypothesis's distinct failures, a
+    test that checks every sample): the first failing part's own words, and how many more."""
+    parts = ((evidence or {}).get("exception") or {}).get("parts") or []
+    if len(parts) < 2:
+        return ""
+    types, message = parts[0]
+    first = str(message).strip().splitlines()[0] if str(message).strip() else ""
+    name = types[0] if types else "Exception"
+    return f"{name}: {first}"[:500] + f" (and {len(parts) - 1} more failing part(s))"
 
 
 def _reason(report: Any) -> str:

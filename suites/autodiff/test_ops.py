@@ -176,7 +176,8 @@ def _raise_all(op: str, failed: list[Exception]) -> None:
     if len(failed) == 1:
         raise failed[0]
     if failed:
-        raise _ExceptionGroup(f"{op}: {len(failed)} samples failed", failed)
+        first = str(failed[0]).strip().splitlines()[0] if str(failed[0]).strip() else type(failed[0]).__name__
+        raise _ExceptionGroup(f"{op}: {len(failed)} samples failed; the first: {first}", failed)
 
 
 def _fd_check(f: Callable, vjp: Callable, case: ProgramCase, seed: int, op: str) -> bool:

@@ -274,11 +274,12 @@ def test_known_divergences_are_xfails_with_their_reason_and_no_traceback(plain: 
     result.stdout.fnmatch_lines([
         "autodiff.tape.persistent*exp*",
         "tests: 2 holds, 1 violated (1 expected), 0 not applicable, 0 error",
-        "dlconform: known divergence applied: autodiff.tape.persistent",  # wrapped at 120 columns
-        "*entry 1): 1 violated test(s) shown as xfailed: tracked upstream",
-        "dlconform: known divergence UNMATCHED: autodiff.tape.watch",
-        "*entry 2): its 1 test(s) ran: holds*",
-        "dlconform: known divergence EXPIRED on 2000-01-01: autodiff.tape.multiple",
+        # wrapped at 120 columns: where depends on the length of the file's path
+        "dlconform: known divergence applied: autodiff.tape.persistent*",
+        "*1 violated test(s) shown as xfailed*",
+        "dlconform: known divergence UNMATCHED: autodiff.tape.watch*",
+        "*its 1 test(s) ran: holds*",
+        "dlconform: known divergence EXPIRED on 2000-01-01: autodiff.tape.multiple*",
         "dlconform: known divergence not selected: data.*",
         "XFAIL test_plain.py::test_violated[[]cpu[]] - known divergence entry 1 (autodiff.tape.persistent): "
         "tracked upstream; observed: AssertionError: planted violation*",
