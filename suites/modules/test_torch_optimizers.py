@@ -383,12 +383,15 @@ def check_state_dict_round_trip(torch, cls: Any, name: str, options: Mapping[str
     fresh = cls(resumed, **options)
     fresh.load_state_dict(torch.load(buf, weights_only=True))
     _continue(torch, fresh, resumed, consts, SAVE_AFTER + 1, STEPS, sparse)
+    a, b = copy.deepcopy(opt.state_dict()["state"]), copy.deepcopy(fresh.state_dict()["state"])
+    assert sorted(a) == sorted(b), f"{name}: resumed optimizer's state keys {sorted(b)}, but should be {sorted(a)}"
+    # The round trip's structure held (the same state entries): the mode has been reached, so
+    # a pinned failure below shows in the modes ledger as an expected violation, not unchecked.
+    evidence.covers(name)
     for i, (p, q) in enumerate(zip(params, resumed)):
         assert_equal(q.detach().cpu().numpy(), p.detach().cpu().numpy(),
                      what=f"{name}: parameter {i} after load_state_dict at step {SAVE_AFTER} and {STEPS} steps, "
                           "vs the uninterrupted run")
-    a, b = copy.deepcopy(opt.state_dict()["state"]), copy.deepcopy(fresh.state_dict()["state"])
-    assert sorted(a) == sorted(b), f"{name}: resumed optimizer's state keys {sorted(b)}, but should be {sorted(a)}"
     recast = []
     for k in a:
         for key, value in a[k].items():
@@ -407,7 +410,6 @@ def check_state_dict_round_trip(torch, cls: Any, name: str, options: Mapping[str
 def test_torch_optimizer_resumes_from_its_state_dict_mid_run(torch, name):
     with torch.device("cpu"):
         check_state_dict_round_trip(torch, getattr(torch.optim, name), name, STATE_OPTIONS[name])
-    evidence.covers(name)
 
 
 @pytest.mark.claim(STATE)
