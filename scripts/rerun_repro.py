@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path, help="the --out folder of a `dlconform mutate` run")
     p.add_argument("--timeout", type=float, default=600.0)
     args = p.parse_args(argv)
+    args.out = args.out.resolve()  # the rerun starts from an empty folder: a relative path would not reach the mutant's site
     found = candidates(args.out)
     if not found:
         print(f"rerun_repro: no violated test of a killed mutant in {args.out / 'mutate.json'}", file=sys.stderr)
