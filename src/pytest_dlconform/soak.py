@@ -37,6 +37,10 @@ from pathlib import Path
 from typing import Any
 
 SUITES_PACKAGE = "pytest_dlconform.suites"
+#: What `dlconform soak --help` says first, in users' words.
+DESCRIPTION = ("Run the shipped suites many times with fresh random examples (the quick profile, then "
+               "the thorough budget randomized), and report each unexpected failure with the "
+               "command that reproduces it.")
 FAILING = ("violated", "error")
 # pytest's exit codes that mean the run itself broke (interrupted, internal error, usage
 # error, nothing collected): never explained by a known divergence.
@@ -224,7 +228,7 @@ def _summary_line(run: Run) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dlconform soak", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="dlconform soak", description=DESCRIPTION)
     p.add_argument("--quick", type=int, default=10, metavar="N", help="runs in the quick profile (default 10)")
     p.add_argument("--explore", type=int, default=1, metavar="M",
                    help="runs with the thorough example budget, randomized (default 1)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,17 @@ def test_help_lists_every_command_in_users_words(capsys: pytest.CaptureFixture[s
     for command in commands:
         assert f"    {command} " in out or f"    {command}\n" in out, command  # a long name: help on the next line
     assert ".py" not in out and "mutants/" not in out  # no source file names
+
+
+@pytest.mark.parametrize("command", ["claims", "compare", "html", "modes", "repro", "soak", "mutate", "merge",
+                                     "durations", "coverage", "model"])
+def test_every_subcommands_help_is_in_users_words(command: str) -> None:
+    """Each subcommand's own help: no docstring markup (``...``) and no source file names."""
+    proc = subprocess.run([sys.executable, "-m", "pytest_dlconform.cli", command, "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "``" not in proc.stdout, proc.stdout[:400]
+    assert not re.search(r"\b[\w/]+\.py\b", proc.stdout), proc.stdout[:400]
 
 
 def test_html_arguments_have_help(capsys: pytest.CaptureFixture[str]) -> None:
