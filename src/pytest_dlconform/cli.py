@@ -238,14 +238,13 @@ def _claims(args: argparse.Namespace) -> int:
 
 def _run(pytest_args: Sequence[str], *, announce: bool = True) -> int:
     import os
-
-    import pytest
+    import subprocess
 
     from .settings import PACKAGED_DIVERGENCES_VAR
 
     # The packaged known divergences become --dl-divergences's default (settings._divergences),
     # so a flag, the environment variable or an ini key the user set still decides.
-    os.environ[PACKAGED_DIVERGENCES_VAR] = "1"
+    env = dict(os.environ, **{PACKAGED_DIVERGENCES_VAR: "1"})
     if "-h" in pytest_args or "--help" in pytest_args:
         sys.stdout.write(RUN_PREFACE)
         sys.stdout.flush()
@@ -257,7 +256,17 @@ def _run(pytest_args: Sequence[str], *, announce: bool = True) -> int:
         if announce:
             sys.stderr.write(f"dlconform run: --dl-model given: running only the model suites ({MODEL_SUITES}); "
                              f"`pytest --pyargs {SUITES_PACKAGE} --dl-model ...` runs every suite with it\n")
-    return int(pytest.main(["--pyargs", package, "-p", "no:cacheprovider", *pytest_args]))
+    # pytest runs in a fresh interpreter: this one has imported pytest_dlconform already, so
+    # pytest.main here could not assert-rewrite the plugin and printed a
+    # PytestAssertRewriteWarning (a 160-column line) at the end of every installed user's run.
+    sys.stdout.flush()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--pyargs", package, "-p", "no:cacheprovider",
+                             *pytest_args], env=env)
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:  # the child had the same Ctrl-C: it ends its run and reports
+            continue
 
 
 def _names_a_model(args: Sequence[str]) -> bool:

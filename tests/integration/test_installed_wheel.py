@@ -77,6 +77,9 @@ def _run(python: Path | str, cwd: Path, report: Path) -> dict[str, Any]:
     done = subprocess.run([str(python), "-m", "pytest_dlconform.cli", "run", *RUN, f"--dl-report={report}"],
                           cwd=cwd, capture_output=True, text=True, timeout=300, env=_env())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # In-process pytest.main after the cli had imported the package printed this warning (and its
+    # 160-column line) at the end of every run from a wheel; an editable checkout never showed it.
+    assert "PytestAssertRewriteWarning" not in done.stdout + done.stderr, done.stdout[-2000:]
     tests = [t for c in json.loads(report.read_text())["claims"].values() for t in c["tests"]]
     return {t["nodeid"]: t for t in tests}
 
