@@ -61,16 +61,16 @@ table.div td,table.div th{border:1px solid #ddd;padding:1px 6px;text-align:left;
 article.claim-detail{border-top:1px solid #ddd;margin-top:.3em}
 article.claim-detail>details>summary h3{display:inline;font-size:1em}
 section.cell-detail{margin-left:1em}
-section.cell-detail:target,details.test:target,div.test:target{outline:3px solid #3875d7}
-.test{margin:.4em 0 .6em 1em}
-details.test>summary{cursor:pointer}
+section.cell-detail:target,.cell-detail>details:target,div.test:target{outline:3px solid #3875d7}
+.test,.cell-detail>details{margin:.4em 0 .6em 1em}
+.cell-detail>details>summary{cursor:pointer}
 .failure{border-left:4px solid #c62828;padding-left:.6em;margin:.8em 0}
 .failure.v-expected-test{border-left-color:#d98c00}.failure.v-error-test{border-left-color:#6a1b9a}
 .nodeid{font-family:monospace}
 table.ev{border-collapse:collapse;margin:.3em 0}
 table.ev td,table.ev th{border:1px solid #ddd;padding:1px 6px;font-family:monospace;font-size:12px;text-align:left}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap}
-details.test pre{font-size:12px;margin:.2em 0}
+.cell-detail>details pre{font-size:12px;margin:.2em 0}
 code{font-family:monospace}
 .problem{color:#a00}
 .plot{display:block;margin:.5em 0 1.2em;max-width:100%;height:auto}
@@ -336,8 +336,25 @@ def _row_tokens(entry: Mapping[str, Any]) -> list[str]:
     return sorted({tok for col in entry["columns"] if (tok := cell_token(entry, col))})
 
 
-def _grid(doc: Mapping[str, Any]) -> str:
+def shown_id(nodeid: str) -> str:
+    """A test's node id as the page shows it: from its area folder on (``autodiff/test_ops.py::...``).
+    The folders above ``suites/`` say where the suites were installed (a venv's site-packages, a
+    checkout), the same for every test: repeated on every row they were a tenth of a full run's page."""
+    path, sep, rest = nodeid.partition("::")
+    return re.sub(r"^(?:.*/)?suites/", "", path.replace("\\", "/")) + sep + rest
+
+
+def matrix_columns(doc: Mapping[str, Any]) -> list[str]:
+    """The matrix's columns, those with the most claims first (the report's order among equals):
+    a full run's columns for one Keras backend hold a claim or two each, and put first they pushed
+    tf/cpu and torch/cpu off a laptop's screen."""
     columns = list(doc["columns"])
+    filled = {c: sum(1 for e in doc["claims"].values() if cell_token(e, c) is not None) for c in columns}
+    return sorted(columns, key=lambda c: (-filled[c], columns.index(c)))
+
+
+def _grid(doc: Mapping[str, Any]) -> str:
+    columns = matrix_columns(doc)
     head = "<tr><th>claim</th>" + "".join(f"<th>{escape(c)}</th>" for c in columns) + "<th>margin</th></tr>"
     rows = []
     for cid, entry in doc["claims"].items():
@@ -480,8 +497,8 @@ def _duration_plots(doc: Mapping[str, Any], numbers: Mapping[tuple[str, str], in
     by_area = [plots.Bar(a, seconds[a], "", f"{a}: {seconds[a]:.1f} s in {count[a]} tests")
                for a in sorted(seconds, key=lambda a: -seconds[a])]
     slow = sorted(everything, key=lambda x: -float(x[2].get("duration_s") or 0))[:SLOWEST]
-    slowest = [plots.Bar(t["nodeid"], float(t.get("duration_s") or 0), token_of_test(t),
-                         f"{t['nodeid']} ({cid}): {float(t.get('duration_s') or 0):.3g} s, {LABEL[token_of_test(t)]}",
+    slowest = [plots.Bar(shown_id(t["nodeid"]), float(t.get("duration_s") or 0), token_of_test(t),
+                         f"{shown_id(t['nodeid'])} ({cid}): {float(t.get('duration_s') or 0):.3g} s, {LABEL[token_of_test(t)]}",
                          href=f"#t-{n}") for n, cid, t in slow]
     return ('<h3 id="durations">Test time by area</h3>' + plots.bars(by_area, ident="area-durations")
             + f'<h3 id="slowest">The {len(slowest)} slowest tests</h3>' + plots.bars(slowest, ident="slowest-tests"))
@@ -507,7 +524,7 @@ def _test_table(doc: Mapping[str, Any]) -> str:
         margin = test_margin(test)
         shown = results.format_margin(margin)
         sort_value = "" if margin is None else ("1e999" if shown == results.BITWISE else "")
-        rows.append(f'<tr><td><a href="#t-{n}">{_text(test["nodeid"])}</a><td>{_text(cid)}<td>{_text(test["column"])}'
+        rows.append(f'<tr><td><a href="#t-{n}">{_text(shown_id(test["nodeid"]))}</a><td>{_text(cid)}<td>{_text(test["column"])}'
                     f'<td class="v-{token}">{SHORT[token]}<td>{float(test.get("duration_s") or 0):.3g}'
                     f'<td{f" data-v={sort_value}" if sort_value else ""}>{escape(shown)}')
     return (f'<section id="tests"><h2>All tests</h2><p id="test-search" hidden><label>search <input id="q" type="search" '
@@ -588,10 +605,17 @@ def _claim_detail(cid: str, entry: Mapping[str, Any], numbers: Mapping[tuple[str
         cell = cell_token(entry, col)
         out.append(f'<section class="cell-detail" id="{cell_anchor(cid, col)}"><h4 class="v-{cell}">'
                    f"{escape(col or '-')}: {escape(LABEL[cell or 'holds'])}</h4>")
+        function = None
         for t in tests:
             n = numbers[(cid, t["nodeid"])]
             failing = token_of_test(t) in (*FAILING, EXPECTED)
-            out.append(_test_line(t, f"t-{n}", f"f-{n}" if failing else ""))
+            # A test function's name once, then each of its tests by its parameters: a cell of
+            # the op suites holds hundreds of tests of one function.
+            head, params = _split_params(shown_id(t["nodeid"]))
+            if head != function and params:
+                out.append(f'<p class="function"><code>{_text(head)}</code></p>')
+            function = head if params else None
+            out.append(_test_line(t, f"t-{n}", f"f-{n}" if failing else "", label=params or None))
         out.append("</section>")
     out.append("</details></article>")
     return "\n".join(out)
@@ -602,7 +626,7 @@ def _test_detail(test: Mapping[str, Any], anchor: str, *, extra: str = "", css: 
     """A test in full: verdict, known divergence, reason, evidence tables, reproduction, script."""
     token = token_of_test(test)
     out = [f'<div class="test v-{token}-test{" " + css if css else ""}" id="{anchor}"><span class="nodeid">'
-           f'{_text(test["nodeid"])}</span>: <b>{escape(LABEL[token])}</b> in {test.get("duration_s", 0):.3g} s', extra]
+           f'{_text(shown_id(test["nodeid"]))}</span>: <b>{escape(LABEL[token])}</b> in {test.get("duration_s", 0):.3g} s', extra]
     if test.get("expected"):
         out.append(f"<p>known divergence: {escape(str(test['expected']))}</p>")
     if test.get("reason"):
@@ -616,7 +640,16 @@ def _test_detail(test: Mapping[str, Any], anchor: str, *, extra: str = "", css: 
     return "\n".join(p for p in out if p)
 
 
-def _test_line(test: Mapping[str, Any], anchor: str, failures_anchor: str = "") -> str:
+def _split_params(nodeid: str) -> tuple[str, str]:
+    """``path::function[params]`` as (``path::function``, ``[params]``); ``[params]`` is empty
+    for a test without parameters."""
+    if nodeid.endswith("]") and "[" in nodeid:
+        i = nodeid.index("[")
+        return nodeid[:i], nodeid[i:]
+    return nodeid, ""
+
+
+def _test_line(test: Mapping[str, Any], anchor: str, failures_anchor: str = "", *, label: str | None = None) -> str:
     """A test in one summary line with its key figures (time, checks, worst margin, the
     reason it does not apply), the checks and notes behind it as compact text lines in
     the collapsed block. A failing test also shows its reason and reproduction here and
@@ -630,7 +663,7 @@ def _test_line(test: Mapping[str, Any], anchor: str, failures_anchor: str = "") 
     reason = str(test.get("reason") or "")
     if reason.strip() and not failures_anchor:
         figures.append(_short(reason.strip().splitlines()[0], 120))
-    line = (f'<code>{_text(test["nodeid"])}</code>: <b>{_text(SHORT[token])}</b>, '
+    line = (f'<code>{_text(label or shown_id(test["nodeid"]))}</code>: <b>{_text(SHORT[token])}</b>, '
             f"{_text('; '.join(figures))}")
     if failures_anchor:
         out = [f'<div class="test v-{token}-test" id="{anchor}">{line}; <a href="#{failures_anchor}">full evidence '
@@ -643,7 +676,8 @@ def _test_line(test: Mapping[str, Any], anchor: str, failures_anchor: str = "") 
     body = _evidence_text(ev, reason)
     if not body:
         return f'<div class="test v-{token}-test" id="{anchor}">{line}</div>'
-    return f'<details class="test" id="{anchor}"><summary>{line}</summary><pre>{body}</pre></details>'
+    # No class: the cell's section styles its tests (a class on each of 3,000 tests is 40 kB).
+    return f'<details id="{anchor}"><summary>{line}</summary><pre>{body}</pre></details>'
 
 
 def _text(value: str) -> str:
@@ -662,16 +696,39 @@ def _evidence_text(ev: Mapping[str, Any], reason: str) -> str:
     if "\n" in reason.strip() or len(reason) > 120:
         lines.append(reason)
     checks = ev.get("checks") or {}
-    for name, c in checks.items():
+    shown = dict(checks)
+    if len(checks) > MAX_CHECK_LINES:
+        # The worst margins first; a held test with a hundred checks (a DDP run, a polynomial's
+        # every point) is a screenful that says "within bounds" a hundred times.
+        ranked = sorted(checks, key=lambda n: -_margin_key(checks[n]))
+        shown = {n: checks[n] for n in ranked[:MAX_CHECK_LINES]}
+    for name, c in shown.items():
         if not isinstance(c, Mapping):
             lines.append(f"{name}: {_fmt(c)}")
             continue
         details = ", ".join(f"{k}={_fmt(v)}" for k, v in c.items() if k not in ("observed", "tolerance", "margin", "count"))
         lines.append(f"{name}: {_fmt(c.get('observed'))} / {_fmt(c.get('tolerance'))} = {_fmt(c.get('margin'))} "
                      f"({_fmt(c.get('count'))})" + (f"; {details}" if details else ""))
+    if len(shown) < len(checks):
+        lines.append(f"... and {len(checks) - len(shown)} more checks with smaller margins (every check is in the "
+                     "JSON report)")
     for key, value in (ev.get("notes") or {}).items():
         lines.append(f"{key}: {_note(key, value)}")
     return _text("\n".join(lines))
+
+
+#: The checks a collapsed test shows (its worst margins); a failing test shows every check.
+MAX_CHECK_LINES = 3
+
+
+def _margin_key(check: Any) -> float:
+    margin = check.get("margin") if isinstance(check, Mapping) else None
+    if margin == "inf" or margin == float("inf"):
+        return math.inf
+    try:
+        return float(margin)
+    except (TypeError, ValueError):
+        return -1.0
 
 
 def _note(key: str, value: Any) -> str:

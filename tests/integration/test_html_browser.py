@@ -260,18 +260,19 @@ def test_overview_first_failures_expanded_the_rest_collapsed(page: tuple[DevTool
     assert tools.js("document.querySelector('#failures .failure.v-error-test').innerText").count("worker crashed") == 1
     # a passing test's evidence: one visible line in its claim's block, the checks behind a click
     tools.js("document.querySelector('[id=\"claim-autodiff.tape.watch\"] details').open=true")
-    line = tools.js("document.querySelector('[id=\"claim-autodiff.tape.watch\"] details.test summary').innerText")
+    test = "[id=\"claim-autodiff.tape.watch\"] section.cell-detail>details"
+    line = tools.js(f"document.querySelector('{test} summary').innerText")
     assert "holds" in line and "1 checks, worst margin 0.2" in line
-    assert tools.js("document.querySelector('[id=\"claim-autodiff.tape.watch\"] details.test pre').checkVisibility()") is False
+    assert tools.js(f"document.querySelector('{test} pre').checkVisibility()") is False
 
 
 def test_test_table_is_searched_and_sorted_from_the_query_string(page: tuple[DevTools, Path]) -> None:
     tools, path = page
     tools.open(path.as_uri() + "?q=execution+torch")
-    assert tools.js(VISIBLE_TESTS) == ["suites/execution/test_c.py::test_w[cpu-torch]"]
+    assert tools.js(VISIBLE_TESTS) == ["execution/test_c.py::test_w[cpu-torch]"]  # from the area folder on
     assert tools.js("document.getElementById('q-count').textContent") == "1 of 5 tests"
     tools.open(path.as_uri() + "?sort=margin&order=desc")
-    assert tools.js(VISIBLE_TESTS)[0] == "suites/autodiff/test_a.py::test_x[cpu-tf]"  # the only one with a margin
+    assert tools.js(VISIBLE_TESTS)[0] == "autodiff/test_a.py::test_x[cpu-tf]"  # the only one with a margin
     tools.click("#tests-table th[data-key='verdict']")
     verdicts = tools.js("Array.from(document.querySelectorAll('#tests-table tbody tr')).map(r=>r.cells[3].textContent)")
     assert verdicts == sorted(verdicts)
