@@ -44,9 +44,12 @@ from pytest_dlconform.api import (
     adapter,
     assert_close,
     budget,
+    bug_reference,
     check_jvp_vjp_consistency,
     check_vjp,
     evidence,
+    op_vjp_reference,
+    relative_deviation,
     tolerance,
 )
 from pytest_dlconform.api.programs import ProgramCase, coverage_key, layout_samples, ops_for, sample_cases, samples
@@ -159,6 +162,7 @@ def _check_sample(framework: str, device: str, op: str, mode: str, case: Program
     f, vjp, jvp = _funcs(framework, case, device)
     _forward(f, case, what=f"{op} forward vs float64 reference")
     if mode == "reverse-fd":
+        _bug_vjp(framework, op, vjp, case, seed)
         inconclusive = _fd_check(f, vjp, case, seed, op)
         ledger.fd(inconclusive)
         return inconclusive
@@ -178,6 +182,24 @@ def _raise_all(op: str, failed: list[Exception]) -> None:
     if failed:
         first = str(failed[0]).strip().splitlines()[0] if str(failed[0]).strip() else type(failed[0]).__name__
         raise _ExceptionGroup(f"{op}: {len(failed)} samples failed; the first: {first}", failed)
+
+
+def _bug_vjp(framework: str, op: str, vjp: Callable, case: ProgramCase, seed: int) -> None:
+    """Where a finding names what the framework computes for this op's gradient (a bug
+    reference), record how far the gradient is from it: its known divergence matches only a
+    gradient equal to the bug (two float64 roundings of each element), not any other failure
+    that finite differences, which estimate the error to a few digits, would read alike."""
+    name = op_vjp_reference(framework, op)
+    if name is None:
+        return
+    w = np.random.default_rng(seed).standard_normal(case.program.output_shape)
+    worst = relative_deviation(vjp(case.inputs, w), bug_reference(name)(case.inputs, w))
+    evidence.reference(name, observed=worst, tolerance=UNIT_ROUNDOFF_64 * 2,
+                       basis="elementwise relative error against the bug's gradient: 2 float64 roundings")
+
+
+#: float64's unit roundoff, 2^-53.
+UNIT_ROUNDOFF_64 = 2.0**-53
 
 
 def _fd_check(f: Callable, vjp: Callable, case: ProgramCase, seed: int, op: str) -> bool:

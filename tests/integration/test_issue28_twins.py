@@ -21,11 +21,13 @@ PACKAGED = divergences.load(divergences.__file__.rsplit("/", 1)[0] + "/known_div
 
 
 def _report(nodeid: str, claim: str, framework: str, version: str, exc: dict[str, Any],
-            checks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            checks: list[dict[str, Any]] | None = None,
+            references: dict[str, Any] | None = None) -> dict[str, Any]:
     short = {"tensorflow": "tf"}.get(framework, framework)  # as the report's params name it
     test = {"nodeid": nodeid, "claim": claim, "verdict": "violated", "outcome": "failed",
             "params": {"framework": short, "device": "cpu"}, "reason": "AssertionError: ...",
-            "evidence": {"exception": exc, **({"checks": checks} if checks else {})}}
+            "evidence": {"exception": exc, **({"checks": checks} if checks else {}),
+                         **({"references": references} if references else {})}}
     env = {"frameworks": {framework: version}, "settings": {"frameworks": [framework], "selected_devices": ["cpu"]}}
     return {"environment": env, "claims": {claim: {"verdict": "violated", "claim": {"statement": "S"}, "tests": [test]}}}
 
@@ -34,6 +36,9 @@ HARDSIGMOID = ("suites/autodiff/test_ops.py::test_torch_op_reverse_mode_vs_finit
                "autodiff.gradient.finite-differences", "torch",
                {"types": ["GradientMismatch", "AssertionError"], "message": "... error 6.84e-10 is 1.89x the allowed "
                 "3.63e-10 (relative error 2.98e-08, rtol 1.5e-08, ...)"})
+# What the per-op suite records for hardsigmoid's gradient against the bug's computation.
+BUG_GRADIENT = {"torch-hardsigmoid-vjp": {"observed": 0.0, "tolerance": 2.2e-16, "margin": 0.0}}
+OTHER_GRADIENT = {"torch-hardsigmoid-vjp": {"observed": 3e-8, "tolerance": 2.2e-16, "margin": 1.4e8}}
 SOFTSIGN = ("suites/autodiff/test_ops.py::test_tensorflow_op_forward_vs_reverse_mode[cpu-softsign]",
             "autodiff.gradient.forward-reverse", "tensorflow",
             {"types": ["LookupError"], "message": "gradient registry has no entry for: SoftsignGrad"})
@@ -45,7 +50,9 @@ LOGCUMSUMEXP = ("suites/autodiff/test_ops.py::test_torch_op_forward_vs_reverse_m
 
 def _verdict(case: tuple, version: str, **changes: Any) -> str:
     nodeid, claim, framework, exc = case
-    report = _report(changes.get("nodeid", nodeid), claim, framework, version, dict(exc, **changes.get("exc", {})))
+    references = changes.get("references", BUG_GRADIENT if case is HARDSIGMOID else None)
+    report = _report(changes.get("nodeid", nodeid), claim, framework, version, dict(exc, **changes.get("exc", {})),
+                     references=references)
     [test] = list(divergences.apply(report, PACKAGED).tests())
     return "known" if test.divergence else test.verdict  # a matched violation: the entry that explains it
 
@@ -62,6 +69,11 @@ def test_a_known_limit_is_an_xfail_on_its_pinned_version_only(case, pinned, othe
 def test_a_known_limit_pins_its_symptom_and_its_op():
     other_error = {"message": "... (relative error 4.1e-07, rtol 1.5e-08, ...)"}
     assert _verdict(HARDSIGMOID, "2.13.0+cpu", exc=other_error) == "violated"
+    # Finite differences read a gradient scaled by 1 + 3.01e-08 alike; only the bug's own gradient matches.
+    near = {"message": "... (relative error 3.01e-08, rtol 1.5e-08, ...)"}
+    assert _verdict(HARDSIGMOID, "2.13.0+cpu", exc=near) == "known"
+    assert _verdict(HARDSIGMOID, "2.13.0+cpu", exc=near, references=OTHER_GRADIENT) == "violated"
+    assert _verdict(HARDSIGMOID, "2.13.0+cpu", exc=near, references={}) == "violated"  # the test did not compare
     other_op = HARDSIGMOID[0].replace("hardsigmoid", "hardswish")
     assert _verdict(HARDSIGMOID, "2.13.0+cpu", nodeid=other_op) == "violated"
     general = "suites/autodiff/test_generated_programs.py::test_reverse_mode_matches_finite_differences[torch-cpu-general]"

@@ -379,3 +379,4 @@ def test_a_reference_entry_matches_only_an_observation_equal_to_its_bug_referenc
     assert not entry.shows(Failure(*step))  # the test did not compute the reference
     assert bug_references.keras_loss_scale_float32(3) == 3 * 0.3333333432674408
     assert bug_references.keras_loss_scale_float32(2) == 1.0 and bug_references.keras_loss_scale_float32(4) == 1.0
+

@@ -30,7 +30,7 @@ And one submodule per family of oracles, imported on use: :mod:`.roundtrip`,
 from __future__ import annotations
 
 from .. import evidence, not_applicable
-from ..checks.bug_references import bug_reference
+from ..checks.bug_references import bug_reference, op_vjp_reference, relative_deviation
 from ..checks.gradients import InconclusiveCheck, check_hvp, check_jvp_vjp_consistency, check_vjp
 from ..checks.numerics import (
     UNIT_ROUNDOFF,
@@ -79,6 +79,8 @@ __all__ = [
     "float_dtypes",
     "not_applicable",
     "of_run",
+    "op_vjp_reference",
+    "relative_deviation",
     "run_python",
     "scaled",
     "shapes",
