@@ -29,8 +29,8 @@ PACKAGE = "pytest_dlconform"
 # Lowest first. A module's layer is that of the longest prefix listed (dotted names without
 # the "pytest_dlconform." part; "" is the package's own __init__).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("", "exceptions", "evidence", "budgets", "determinism", "devices", "fingerprint", "claims",
-                    "report", "plots", "soak")),
+    ("foundation", ("", "exceptions", "evidence", "budgets", "determinism", "devices", "fingerprint", "floats",
+                    "claims", "report", "plots", "soak")),
     ("frameworks", ("frameworks", "fresh", "inputs")),
     ("harness", ("harness",)),
     ("programs", ("programs",)),
