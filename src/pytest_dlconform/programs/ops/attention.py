@@ -237,8 +237,8 @@ def _sdpa_tf(p: Params, shapes: Sequence[Shape]) -> str:
     q, k, v = (f"{{a}}[:, {i}, :, None, :]" for i in range(3))
     # Keras's TensorFlow backend rounds ``scale`` to float32 (``tf.cast(scale, logits.dtype)``
     # of a Python float converts it to a float32 tensor first) and computes the default
-    # 1 / sqrt(H) in float32: a relative error of up to 3e-8 in float64 programs (a finding,
-    # the report of issue 12 part B). The scale is passed as a tensor of the program's dtype,
+    # 1 / sqrt(H) in float32: a relative error of up to 3e-8 in float64 programs (a finding:
+    # docs/findings.md). The scale is passed as a tensor of the program's dtype,
     # the default as the documented 1 / sqrt(H).
     value = p["scale"] if p["scale"] is not None else 1.0 / math.sqrt(shapes[0][3])
     scale = f"tf.constant({value!r}, dtype={{a}}.dtype)"

@@ -16,7 +16,7 @@ implementations do not yet support dilation rates larger than 1"); padding modes
 ``tf.nn.conv2d_transpose(dilations=2)`` refuses on CPU even forward (same message) although
 its documentation describes the parameter: the transposed convolution's TF template dilates
 the filter explicitly (zeros between taps, the documented meaning of dilation) and passes
-``dilations=1`` (a finding: ``docs/findings.md``, the report of issue 12 part B).
+``dilations=1`` (a finding: ``docs/findings.md``).
 """
 
 from __future__ import annotations

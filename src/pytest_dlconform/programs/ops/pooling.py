@@ -178,7 +178,7 @@ def _max_pool_tf(p: Params, shapes: Sequence[Shape]) -> str:
     # Explicit paddings as tf.pad with -inf: tf.nn.max_pool2d's own explicit padding runs
     # forward and backward, but forward mode (ForwardAccumulator) raises "Attr 'padding' of
     # 'MaxPoolGradGrad' Op passed string 'EXPLICIT' not in: "SAME", "VALID"" (TF 2.21, a
-    # finding; the report of issue 12 part B has its script).
+    # finding: docs/findings.md).
     padded = f"tf.pad({v}, {_paddings(shapes[0], p, d)}, constant_values=float('-inf'))"
     if d == 1:
         return _nhwc(f"tf.nn.max_pool2d({padded}, ksize={k}, strides={s}, padding='VALID')")
