@@ -225,7 +225,7 @@ def _elementwise_tolerances(op: str, p: Params, x: Array, dtype: str) -> tuple[A
     results below the smallest normal may be flushed. The same holds for ``f'``, plus a few ulps
     of the tangent rule's own terms (deriv_scale). Entry by entry (one entry per point)."""
     rec, u = RECORDS[op], UNIT_ROUNDOFF[dtype]
-    spec, derivative = rec.spec, DERIVATIVES[op]
+    spec, derivative = OPS[op], DERIVATIVES[op]
     f = lambda t: spec.ref([t], p, [])
     d = lambda t: derivative(t, p)
     with np.errstate(all="ignore"):
