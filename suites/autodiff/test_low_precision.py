@@ -82,7 +82,7 @@ DOCUMENTED_UNSUPPORTED: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     **{("tensorflow", op): (("bfloat16",), f"tf.linalg.{api} documentation: {_TF_LINALG!r}")
        for op, api in (("det_dd", "det"), ("logdet_dd", "slogdet"), ("inv_dd", "inv"), ("solve_dd", "solve"),
                        ("cholesky_spd", "cholesky"), ("trisolve", "cholesky"))},
-    # Decompositions (issue 12 part A): the same sentences in torch.linalg.svd/qr/eigh's pages
+    # Decompositions: the same sentences in torch.linalg.svd/qr/eigh's pages
     # and in the Svd/Qr/SelfAdjointEigV2 op definitions.
     **{(fw, op): (dtypes, f"{prefix}.{api} documentation: {text!r}")
        for op, api in (("svd", "svd"), ("qr", "qr"), ("eigh", "eigh"))

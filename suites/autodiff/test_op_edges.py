@@ -84,7 +84,7 @@ def _drawn(data: st.DataObject, op: str) -> tuple[E.Edge, ...]:
     out = []
     for dtype in E.DTYPES:
         m = E.MAGNITUDES[dtype]
-        params = data.draw(st.sampled_from(E.PARAMS.get(op, [{}])), label=f"params {dtype}")
+        params = data.draw(st.sampled_from(E.classes(op)), label=f"params {dtype}")
         tiny = 10 ** data.draw(st.floats(math.log10(m["tiny"]), math.log10(m["tiny"]) + 10), label=f"tiny {dtype}")
         if op in E.TINY_ONLY:
             out.append(E.elementwise_extreme(op, params, dtype, (tiny,)))

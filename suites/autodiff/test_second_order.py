@@ -56,7 +56,7 @@ from pytest_dlconform.api import (
     not_applicable,
     scaled,
 )
-from pytest_dlconform.api.programs import LINEAR_OPS, ProgramCase, coverage_key, ops_for, sample_cases, samples
+from pytest_dlconform.api.programs import LINEAR_OPS, PIECEWISE_LINEAR, ProgramCase, coverage_key, ops_for, sample_cases, samples
 
 EXAMPLES = 1  # hypothesis examples per test in the ci profile; each runs every sample of the op
 TANGENTS = 1  # random tangents v per sample (each: 4 gradients and one H v)
@@ -69,7 +69,6 @@ TF = "tensorflow"
 ROR = "reverse-over-reverse"
 FOR = "forward-over-reverse"
 #: Ops whose second derivative is documented zero away from their kinks (piecewise linear).
-PIECEWISE_LINEAR = frozenset({"relu", "leaky_relu", "hardtanh", "relu6", "hardsigmoid", "abs"})
 ZERO_HESSIAN = PIECEWISE_LINEAR | LINEAR_OPS
 #: Regimes where finite differences of the gradient mostly cannot judge (see _samples).
 NOISY_REGIMES = frozenset({"tiny", "large"})

@@ -22,8 +22,8 @@ import pytest
 
 from pytest_dlconform.programs import OPS, Op, Program
 from pytest_dlconform.programs import samples as S
+from pytest_dlconform.programs.ops import RECORDS
 from pytest_dlconform.programs.ops.decompositions import build
-from pytest_dlconform.programs.ops.family_a import FAMILY_A_PARAMS
 from pytest_dlconform.programs.ops.indexing import distinct, embedding_ids, scatter_index
 from pytest_dlconform.programs.ops.ordering import K, ranks, winners
 
@@ -32,15 +32,15 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import op_family_mutants_a as mutants  # noqa: E402  (this folder is the plugin's home)
 
-FAMILY_A = ("scatter_add", "index_add", "index_put", "embedding", "sort_sep", "topk_sep", "amax_sep", "amin_sep",
-            "cumprod", "svd", "qr", "eigh")
+INDEXING_ORDERING_DECOMPOSITIONS = ("scatter_add", "index_add", "index_put", "embedding", "sort_sep", "topk_sep",
+                                    "amax_sep", "amin_sep", "cumprod", "svd", "qr", "eigh")
 
 
 def test_the_family_is_in_the_table_per_op_only_with_its_classes():
-    for name in FAMILY_A:
+    for name in INDEXING_ORDERING_DECOMPOSITIONS:
         assert name in OPS and not OPS[name].composable, name
         assert S.param_classes(name) != [S.ParamClass()], f"{name} has no parameter classes"
-    assert set(FAMILY_A_PARAMS) | {"amax_sep", "amin_sep"} == set(FAMILY_A)
+        assert RECORDS[name].params, f"{name}'s record has no parameter classes"
 
 
 def test_drawn_indices_always_repeat():
@@ -117,7 +117,7 @@ def test_the_mutants_forward_values_are_right():
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     pytest.importorskip("torch")
     pytest.importorskip("tensorflow")
-    report = tmp_path_factory.mktemp("family_a") / "report.json"
+    report = tmp_path_factory.mktemp("indexing_ordering_decompositions") / "report.json"
     ids = sorted({i for _, caught, _ in mutants.MUTANTS.values() for i in caught} | set(mutants.UNAFFECTED))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "pytest", *[f"suites/{i}" for i in ids], "-p", "op_family_mutants_a",

@@ -21,8 +21,9 @@ from pytest_dlconform.programs import samples as S
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SUITE = "suites/autodiff/test_ops.py"
-PART_B = ("max_pool2d", "avg_pool2d_pad", "conv2d_full", "conv_transpose2d", "cross_entropy", "nll_loss", "mse_loss",
-          "huber_loss", "smooth_l1_loss", "bce_with_logits", "sdpa", "batch_norm", "group_norm", "instance_norm")
+POOLING_CONVOLUTION_LOSSES_ATTENTION_NORMALISATION = (
+    "max_pool2d", "avg_pool2d_pad", "conv2d_full", "conv_transpose2d", "cross_entropy", "nll_loss", "mse_loss",
+    "huber_loss", "smooth_l1_loss", "bce_with_logits", "sdpa", "batch_norm", "group_norm", "instance_norm")
 sys.path.insert(0, str(HERE))
 import op_family_mutants_b as mutants  # noqa: E402  (this folder is the plugin's home)
 
@@ -36,8 +37,8 @@ def _ref(op: str, x: np.ndarray, **p: Any) -> np.ndarray:
 # --------------------------------------------------------------------------- references
 
 
-def test_every_part_b_op_is_per_op_only_and_has_classes_for_its_parameters() -> None:
-    for op in PART_B:
+def test_every_nn_family_op_is_per_op_only_and_has_classes_for_its_parameters() -> None:
+    for op in POOLING_CONVOLUTION_LOSSES_ATTENTION_NORMALISATION:
         assert op in OPS and not OPS[op].composable, op
         classes = S.param_classes(op)
         assert len(classes) >= 3, op

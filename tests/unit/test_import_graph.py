@@ -29,8 +29,8 @@ PACKAGE = "pytest_dlconform"
 # Lowest first. A module's layer is that of the longest prefix listed (dotted names without
 # the "pytest_dlconform." part; "" is the package's own __init__).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("", "exceptions", "evidence", "budgets", "determinism", "devices", "fingerprint", "claims",
-                    "report", "plots", "soak")),
+    ("foundation", ("", "exceptions", "evidence", "budgets", "determinism", "devices", "fingerprint", "floats",
+                    "claims", "report", "plots", "soak")),
     ("frameworks", ("frameworks", "fresh", "inputs")),
     ("harness", ("harness",)),
     ("programs", ("programs",)),
@@ -48,9 +48,6 @@ STANDALONE = ("findings",)
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("frameworks.tensorflow", "settings"): "framework_version (package metadata) lives in settings; belongs lower",
     ("frameworks.torch", "settings"): "framework_version (package metadata) lives in settings; belongs lower",
-    ("programs.edges", "checks.numerics"): "SMALLEST_NORMAL/UNIT_ROUNDOFF are defined in checks.numerics",
-    ("programs.errors", "checks.numerics"): "SMALLEST_NORMAL/UNIT_ROUNDOFF are defined in checks.numerics",
-    ("programs.render", "checks.numerics"): "UNIT_ROUNDOFF is defined in checks.numerics",
     ("checks.usermodel.artifacts", "usermodels"): "a user's model factory is resolved by usermodels (function-local)",
     ("checks.usermodel.distributed", "usermodels"): "a user's model factory is resolved by usermodels (function-local)",
 }
@@ -59,9 +56,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset({"settings", "shards", "compare", "divergences"}):
         "settings validates --dl-shard with shards, which reads a report through compare; divergences reads settings",
-    frozenset({"programs.program", "programs.errors", "programs.render", "programs.inputs", "programs.ops",
-               "programs.ops.attention", "programs.ops.normalization"}):
-        "Program's methods call render/errors/inputs, which take a Program; errors and ops name each other",
     frozenset({"usermodels", "session", "session.collection", "session.guard", "session.outcome", "session.workers",
                "activation", "profiles", "coverage", "modes", "html", "checks.usermodel",
                "checks.usermodel.artifacts", "checks.usermodel.distributed"}):

@@ -58,18 +58,8 @@ from typing import Any
 import numpy as np
 
 from .. import evidence
+from ..floats import SMALLEST_NORMAL, TF32_ROUNDOFF, UNIT_ROUNDOFF
 
-# Smallest positive normal number of each dtype: below it, a result may be flushed to zero.
-SMALLEST_NORMAL = {"float64": 2.0**-1022, "float32": 2.0**-126, "float16": 2.0**-14, "bfloat16": 2.0**-126}
-UNIT_ROUNDOFF = {
-    "float64": 2.0**-53,
-    "float32": 2.0**-24,
-    "float16": 2.0**-11,
-    "bfloat16": 2.0**-8,
-}
-# TensorFloat-32: TensorFlow runs float32 matmuls and convolutions on Ampere+ GPUs in TF32
-# by default (tf.config.experimental.enable_tensor_float_32_execution); a 10-bit mantissa.
-TF32_ROUNDOFF = 2.0**-11
 # One operation's rounding in units of u: the documented accuracy of the elementary functions,
 # 2 ulp (module docstring); the same allowance as programs.errors.ULPS.
 OP_ROUNDING = 4.0

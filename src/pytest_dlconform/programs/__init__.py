@@ -7,9 +7,11 @@ parameters, and the registers it reads (``args=()`` means "the register just wri
 Constant weights are stored as seeds, so a program is hashable and its ``repr`` is a
 reproduction that hypothesis prints on failure.
 
-Each operation is a row of :data:`OPS`: a torch expression, a TensorFlow expression (both
-public API only, written as source templates, so :meth:`Program.to_source` prints exactly
-what :meth:`Program.build` runs), and an independent float64 numpy reference.
+Each operation has one record (:data:`.ops.RECORDS`, :class:`.records.OpRecord`) whose spec
+(:data:`OPS`) holds a torch expression, a TensorFlow expression (both public API only,
+written as source templates, so :meth:`Program.to_source` prints exactly what
+:meth:`Program.build` runs) and an independent float64 numpy reference; the rest of the
+record is what the checks read about the op (parameter classes, derivative, edge cases).
 
 Smoothness. Every op is smooth on the domain the strategies generate, so finite
 differences are valid. Ops with kinks (relu, elu, hardtanh, torch's softplus threshold,
@@ -34,11 +36,12 @@ Entry points: :func:`programs` and :func:`program_cases` (hypothesis search stra
 :meth:`Program.build`, :meth:`Program.numpy`, :meth:`Program.error_bound`,
 :meth:`Program.to_source`, and :func:`to_layout` for torch memory layouts.
 
-Rooms: :mod:`.core` (OpSpec, Op, InputRecipe, the bounds), :mod:`.program` (Program,
+Rooms: :mod:`.core` (OpSpec, Op, InputRecipe, the bounds), :mod:`.records` (OpRecord),
+:mod:`.ops` (the records, one module per op family), :mod:`.program` (Program,
 ProgramCase, validation), :mod:`.errors` (the error model), :mod:`.render` (source,
-compilation, input conversion, torch layouts), :mod:`.ops` (the table, one module per op
-family), :mod:`.inputs` (input values) and :mod:`.generate` (the strategies). Importing
-the package imports neither framework.
+compilation, input conversion, torch layouts), :mod:`.inputs` (input values),
+:mod:`.generate` (the strategies), and the views over the records: :mod:`.samples` and
+:mod:`.edges`. Importing the package imports neither framework.
 """
 
 from __future__ import annotations

@@ -6,15 +6,16 @@ and :class:`InputRecipe` says how a program's inputs are drawn. The constants bo
 generated value (see the package docstring); ``_out_shape`` is the shape check every op
 goes through, ``_weight`` the constant weights both frameworks rebuild from a seed.
 
-Nothing here reads the op table: the table is built from these types, and
-:mod:`.program` puts the two together.
+Nothing here reads the op records: they are built from these types, and :mod:`.program`
+puts the two together. :class:`ProgramLike` is the face of a program that the error model,
+the renderer and the input drawer read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 from hypothesis import strategies as st
@@ -37,6 +38,7 @@ LipFn = Callable[
 INPUT_MAX: Final = 64.0  # large enough that tanh and sigmoid saturate in float64 (|x| > 37)
 MAX_BOUND: Final = 2.0**18  # no register may exceed this in magnitude: float32-safe with room
 KINK_MARGIN: Final = 1.0 / 8  # inputs of piecewise ops keep this far from every kink
+ULPS: Final = 4.0  # rounding allowance of one op, in units of round-off per unit of work
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,25 @@ class OpSpec:
     #: suites): composed programs never draw them unless named in ``programs(ops=...)``, so
     #: adding such an op changes no composed program any seed draws.
     composable: bool = field(default=True, compare=False)
+
+
+class ProgramLike(Protocol):
+    """What the error model, the renderer and the input drawer read of a
+    :class:`~.program.Program` (they take one; :mod:`.program` calls them, so they name this
+    protocol rather than import the class)."""
+
+    @property
+    def input_shapes(self) -> tuple[Shape, ...]: ...
+    @property
+    def ops(self) -> tuple[Op, ...]: ...
+    @property
+    def n_inputs(self) -> int: ...
+    @property
+    def shapes(self) -> tuple[Shape, ...]: ...
+    def arg_indices(self, k: int) -> tuple[int, ...]: ...
+    def weights(self, k: int) -> list[Array]: ...
+    def kinks(self) -> dict[int, tuple[float, ...]]: ...
+    def trace(self, xs: Sequence[Any]) -> list[Array]: ...
 
 
 @dataclass(frozen=True)

@@ -38,16 +38,19 @@ from typing import Any, Final
 
 import numpy as np
 
-from ..checks.numerics import SMALLEST_NORMAL, UNIT_ROUNDOFF
-from .core import Array, Op, Params
-from .derivatives import DERIVATIVES, SELU_ALPHA, SELU_SCALE, TANGENT_TERMS, _sig
-from .errors import ULPS
-from .ops import OPS
+from ..floats import SMALLEST_NORMAL, UNIT_ROUNDOFF
+from .core import ULPS, Array, Op, Params
+from .derivatives import _sig
+from .ops import OPS, RECORDS
 from .program import Program
+from .records import BOTH as BOTH
+from .records import IEEE_FORMULA as _FORMULA
+from .records import TF_API as TF_API
+from .records import TORCH_API as TORCH_API
+from .records import DerivativeFn, OpRecord
 
 MODES: Final = ("kink", "extreme", "nonfinite")
 DTYPES: Final = ("float64", "float32")
-BOTH: Final = ("tensorflow", "torch")
 TORCH_AUTOGRAD: Final = ("https://pytorch.org/docs/stable/notes/autograd.html"
                          "#gradients-for-non-differentiable-functions")
 #: torch's documented rules, in the words of the autograd notes (rule number -> summary).
@@ -57,8 +60,6 @@ TORCH_KINK_RULES: Final = {
     3: "locally concave: the super-gradient of minimum norm",
     4: "neither: a value by continuity (one of the one-sided derivatives), picked arbitrarily",
 }
-TF_API: Final = "https://www.tensorflow.org/api_docs/python/"
-TORCH_API: Final = "https://pytorch.org/docs/stable/generated/"
 
 
 @dataclass(frozen=True)
@@ -223,13 +224,14 @@ def _elementwise_tolerances(op: str, p: Params, x: Array, dtype: str) -> tuple[A
     (abs_scale: the op's documented cancellation, e.g. exp(x) - 1), rounded to a few ulps, and
     results below the smallest normal may be flushed. The same holds for ``f'``, plus a few ulps
     of the tangent rule's own terms (deriv_scale). Entry by entry (one entry per point)."""
-    spec, u = OPS[op], UNIT_ROUNDOFF[dtype]
+    rec, u = RECORDS[op], UNIT_ROUNDOFF[dtype]
+    spec, derivative = OPS[op], DERIVATIVES[op]
     f = lambda t: spec.ref([t], p, [])
-    d = lambda t: DERIVATIVES[op](t, p)
+    d = lambda t: derivative(t, p)
     with np.errstate(all="ignore"):
         y, g = f(x), d(x)
         extra = spec.abs_scale(x, p) if spec.abs_scale else 0.0
-        terms = spec.deriv_scale(x, p) if spec.deriv_scale else TANGENT_TERMS.get(op, lambda t: 0.0)(x)
+        terms = spec.deriv_scale(x, p) if spec.deriv_scale else rec.tangent_terms(x) if rec.tangent_terms else 0.0
     e = (ULPS * u * (np.abs(x) + extra))[:, None]  # a column: each point its own sign pattern
     ytol = _sensitivity(f, x[:, None], e)[:, 0] + ULPS * u * np.abs(y) + _floor(dtype)
     gtol = _sensitivity(d, x[:, None], e)[:, 0] + ULPS * u * (np.abs(g) + terms) + _floor(dtype)
@@ -251,29 +253,27 @@ MAGNITUDES: Final = {
     "float64": {"linear": 1e300, "square": 1e150, "cube": 1e100, "exp": 1e3, "tiny": 1e-300},
     "float32": {"linear": 1e30, "square": 1e18, "cube": 1e12, "exp": 1e2, "tiny": 2e-38},
 }
-#: The magnitude class of ops whose formula squares or cubes x (the others are "linear": their
-#: formula's intermediates are at most a few times |x|, or exponentials that saturate).
-_SQUARE: Final = frozenset({"square", "sqrt_c", "log_c", "log1p_sq", "asinh"})
-#: x**3 in the formula, or |x|**-3 in its derivative's (rsqrt_c: -x (x**2 + c)**-1.5).
-_CUBE: Final = frozenset({"cube", "pow_c", "rsqrt_c"})
+
+
+def _views(test: Callable[[OpRecord], object]) -> tuple[str, ...]:
+    return tuple(name for name, r in RECORDS.items() if test(r))
+
+
 #: sin and cos: neither framework documents their accuracy at large arguments (range
 #: reduction); only the tiny magnitudes are checked.
-TINY_ONLY: Final = frozenset({"sin", "cos"})
+TINY_ONLY: Final = frozenset(_views(lambda r: r.tiny_only))
 #: The log-sum-exp family: documented as numerically stable, checked on vectors.
-LSE_OPS: Final = ("logsumexp", "softmax", "log_softmax", "logcumsumexp", "logaddexp")
+LSE_OPS: Final = _views(lambda r: r.stable)
 VECTOR_LENGTH: Final = 36  # two packets of 16 float32 and a remainder
-#: Elementwise ops with a float64 analytic derivative here: every elementwise op of the table.
+#: Each elementwise op's float64 analytic derivative (its record's).
+DERIVATIVES: Final[dict[str, DerivativeFn]] = {n: r.derivative for n, r in RECORDS.items() if r.derivative}
+#: Elementwise ops with a float64 analytic derivative: every elementwise op of the library.
 ELEMENTWISE: Final = tuple(DERIVATIVES)
 
 
 def magnitude_class(op: str, p: Params) -> str:
-    if op == "pow_c":
-        return "pow"  # (x**2 + c)**p: its limit depends on p (largest_magnitude)
-    if op in _SQUARE:
-        return "square"
-    if op in _CUBE or (op == "gelu" and p.get("approximate") == "tanh"):
-        return "cube"  # tanh-gelu's formula has 0.044715 x**3
-    return "linear"
+    """The op's extreme-magnitude class (its record's): "linear", "square", "cube" or "pow"."""
+    return RECORDS[op].magnitude_class(p)
 
 
 def largest_magnitude(op: str, p: Params, dtype: str) -> float:
@@ -288,14 +288,7 @@ def largest_magnitude(op: str, p: Params, dtype: str) -> float:
 
 
 def _extreme_source(op: str) -> str:
-    stable = {
-        "softplus": f"{TORCH_API}torch.nn.Softplus.html: 'For numerical stability the implementation reverts to "
-                    "the linear function when input x beta > threshold'",
-        "logsigmoid": f"{TF_API}tf/math/log_sigmoid: 'For numerical stability, we use y = -tf.nn.softplus(-x)'",
-        "sigmoid": f"{TF_API}tf/math/sigmoid: 'For x in (-inf, inf), sigmoid(x) in (0, 1)' and its example "
-                   "tf.sigmoid([-128., 0., 128.]) = [0., 0.5, 1.]",
-        "elu": f"{TF_API}tf/nn/elu: example tf.nn.elu(-1000.0) = -1.0",
-    }.get(op, "")
+    stable = RECORDS[op].extreme_source
     base = (f"the documented formula of {op} (torch.* / torch.nn.functional.* and tf.* reference pages), finite at "
             "these magnitudes with finite intermediates; gradients: the derivative of that function")
     return f"{stable}; {base}" if stable else base
@@ -322,48 +315,6 @@ def _t(a: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in np.asarray(a, dtype=np.float64).reshape(-1))
 
 
-def _lse(x: Array) -> Array:
-    m = np.max(x, axis=-1, keepdims=True)
-    return np.squeeze(m, -1) + np.log(np.sum(np.exp(x - m), axis=-1))
-
-
-def _softmax(x: Array) -> Array:
-    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
-    return e / np.sum(e, axis=-1, keepdims=True)
-
-
-def _lcse_vjp(x: Array, w: Array) -> Array:
-    y = np.logaddexp.accumulate(x, axis=-1)  # g_i = sum_{j >= i} w_j exp(x_i - y_j)
-    return np.sum(np.triu(np.ones((x.shape[-1],) * 2)) * w[..., None, :] * np.exp(x[..., :, None] - y[..., None, :]), -1)
-
-
-#: op -> (params, value(x), vjp(x, w) -> gradient, cotangent length): float64 references on
-#: the last axis (x may carry leading sign-pattern axes).
-_LSE_REFS: Final[dict[str, tuple[dict[str, Any], Callable[[Array], Array], Callable[[Array, Array], Array]]]] = {
-    "logsumexp": ({"dims": (-1,), "keepdims": False}, _lse, lambda x, w: w[..., :1] * _softmax(x)),
-    "softmax": ({"axis": -1}, _softmax,
-                lambda x, w: _softmax(x) * (w - np.sum(_softmax(x) * w, -1, keepdims=True))),
-    "log_softmax": ({"axis": -1}, lambda x: x - _lse(x)[..., None],
-                    lambda x, w: w - _softmax(x) * np.sum(w, -1, keepdims=True)),
-    "logcumsumexp": ({"axis": -1, "reverse": False}, lambda x: np.logaddexp.accumulate(x, axis=-1), _lcse_vjp),
-}
-_LSE_SOURCES: Final = {
-    "logsumexp": f"{TORCH_API}torch.logsumexp.html: 'The computation is numerically stabilized'; "
-                 f"{TF_API}tf/math/reduce_logsumexp: 'It avoids overflows caused by taking the exp of large inputs "
-                 "and underflows caused by taking the log of small inputs'",
-    "softmax": f"{TORCH_API}torch.nn.functional.softmax.html: 're-scale them so that the elements lie in the range "
-               f"[0, 1] and sum to 1'; {TF_API}tf/nn/softmax: 'The sum of all outputs generated by softmax is 1'",
-    "log_softmax": f"{TORCH_API}torch.nn.functional.log_softmax.html: 'doing these two operations separately is "
-                   "slower and numerically unstable. This function uses an alternative formulation to compute the "
-                   f"output and gradient correctly'; {TF_API}tf/nn/log_softmax: logits - log(reduce_sum(exp(logits)))",
-    "logcumsumexp": f"{TF_API}tf/math/cumulative_logsumexp: 'significantly more numerically stable than the "
-                    f"equivalent tf.math.log(tf.math.cumsum(tf.math.exp(x)))'; {TORCH_API}torch.logcumsumexp.html",
-    "logaddexp": f"{TORCH_API}torch.logaddexp.html: 'useful in statistics where the calculated probabilities of "
-                 "events may be so small as to exceed the range of normal floating point numbers'; TensorFlow: "
-                 "tf.math.reduce_logsumexp of the pair (its stability sentence)",
-}
-
-
 def _lse_points(dtype: str) -> dict[str, list[float]]:
     m = MAGNITUDES[dtype]
     big, t = m["linear"], m["tiny"]
@@ -378,9 +329,10 @@ def lse_extreme(op: str, dtype: str, label: str) -> Edge:
     relative perturbation of ULPS u (all 8 sign patterns), plus a few ulps of the result."""
     u = UNIT_ROUNDOFF[dtype]
     x = _rounded(_lse_points(dtype)[label], dtype)
-    if op == "logaddexp":
+    rec = RECORDS[op]
+    if rec.stable_ref is None:  # a binary op: pairs
         return _logaddexp_extreme(dtype, label, x)
-    params, f, vjp = _LSE_REFS[op]
+    params, f, vjp = rec.stable_ref.params, rec.stable_ref.value, rec.stable_ref.vjp
     with np.errstate(all="ignore"):
         y = np.atleast_1d(f(x))
         w = np.arange(1.0, y.size + 1)
@@ -390,7 +342,7 @@ def lse_extreme(op: str, dtype: str, label: str) -> Edge:
         gtol = _sensitivity(lambda t: vjp(t, w), x, e) + ULPS * u * np.sum(np.abs(w)) * (1 + np.abs(g)) + _floor(dtype)
         gtol = gtol + _weights_term(x, dtype) * np.sum(np.abs(w))
     return Edge(op, "extreme", tuple(params.items()), label, dtype, (_t(x),), _t(y), _t(ytol), _t(w),
-                (tuple((v,) for v in _t(g)),), (_t(gtol),), BOTH, BOTH, _LSE_SOURCES[op])
+                (tuple((v,) for v in _t(g)),), (_t(gtol),), BOTH, BOTH, rec.stable_source)
 
 
 def _weights_term(x: Array, dtype: str) -> float:
@@ -420,7 +372,7 @@ def _logaddexp_extreme(dtype: str, label: str, x: Array) -> Edge:
                 for s in (1.0, -1.0)]
     return Edge("logaddexp", "extreme", (), label, dtype, (_t(a), _t(b)), _t(y), _t(ytol), _t(np.ones(2)),
                 (tuple((v,) for v in _t(ga)), tuple((v,) for v in _t(gb))), (_t(gtol[0]), _t(gtol[1])), BOTH, BOTH,
-                _LSE_SOURCES["logaddexp"])
+                RECORDS["logaddexp"].stable_source)
 
 
 # --------------------------------------------------------------------------- kinks
@@ -428,32 +380,18 @@ def _logaddexp_extreme(dtype: str, label: str, x: Array) -> Edge:
 
 def _kink_rule(op: str, p: Params, k: float) -> int:
     """torch's rule (TORCH_KINK_RULES) that applies at kink k, from the shape of the function
-    there: one-sided derivatives equal (1), derivative jumping up with convex pieces (2),
-    jumping down with concave pieces (3), otherwise (4)."""
-    if op in ("celu", "softsign") or (op == "elu" and p["alpha"] == 1.0):
-        return 1  # C1 at 0: both one-sided derivatives are 1
-    if op in ("relu", "abs", "leaky_relu") or (op == "elu" and p["alpha"] < 1):
-        return 2  # elu with alpha < 1: slopes alpha < 1, convex left piece
-    if op in ("hardtanh", "relu6", "hardsigmoid"):  # flat outside, linear inside
-        lower = {"hardtanh": p.get("min_val"), "relu6": 0.0, "hardsigmoid": -3.0}[op]
-        return 2 if k == lower else 3
-    return 4  # elu alpha > 1, selu (slope drops, convex left piece), hardswish, softplus's jump
+    there (the op record's ``kink_rule``): one-sided derivatives equal (1), derivative
+    jumping up with convex pieces (2), jumping down with concave pieces (3), otherwise (4)."""
+    rule = RECORDS[op].kink_rule
+    assert rule is not None, f"{op} has no kink rule"
+    return rule(p, k)
 
 
 def _one_sided(op: str, p: Params, k: float) -> tuple[float, float]:
     """(left, right) derivative at kink k, in closed form from the documented formula."""
-    low = {"hardtanh": p.get("min_val"), "relu6": 0.0, "hardsigmoid": -3.0, "hardswish": -3.0}.get(op)
-    at_low = k == low
-    table: dict[str, tuple[float, float]] = {
-        "relu": (0.0, 1.0), "abs": (-1.0, 1.0), "leaky_relu": (p.get("negative_slope", 0.0), 1.0),
-        "elu": (p.get("alpha", 1.0), 1.0), "selu": (SELU_SCALE * SELU_ALPHA, SELU_SCALE), "celu": (1.0, 1.0),
-        "softsign": (1.0, 1.0), "hardtanh": (0.0, 1.0) if at_low else (1.0, 0.0),
-        "relu6": (0.0, 1.0) if at_low else (1.0, 0.0), "hardsigmoid": (0.0, 1 / 6) if at_low else (1 / 6, 0.0),
-        "hardswish": (0.0, -0.5) if at_low else (1.5, 1.0),
-    }
-    if op == "softplus":  # linear above beta x = threshold, softplus (derivative sigmoid(beta x)) up to it
-        return float(_sig(np.array(p["beta"] * k))), 1.0
-    return table[op]
+    sides = RECORDS[op].one_sided
+    assert sides is not None, f"{op} has no one-sided derivatives"
+    return sides(p, k)
 
 
 def _torch_kink_grads(op: str, p: Params, k: float) -> tuple[float, ...]:
@@ -476,7 +414,9 @@ def kink_edge(op: str, params: Params, dtype: str) -> Edge:
     x = _rounded(ks, dtype)
     with np.errstate(all="ignore"):
         y = np.asarray(spec.ref([x], params, []), dtype=np.float64)
-    exact = op != "softplus"  # softplus's value at its threshold is log1p(exp(t)) / beta, rounded
+    # exact where the formula is piecewise linear at the kink (softplus's value at its
+    # threshold is log1p(exp(t)) / beta, rounded)
+    exact = RECORDS[op].kink_exact
     ytol = np.zeros_like(y) if exact else ULPS * u * np.abs(y) + _floor(dtype)
     allowed = [_torch_kink_grads(op, params, k) for k in ks]
     gtol = [ULPS * u * max(1.0, max(abs(a) for a in al)) for al in allowed]
@@ -487,61 +427,21 @@ def kink_edge(op: str, params: Params, dtype: str) -> Edge:
                 _t(ytol), _t(np.ones_like(x)), (tuple(allowed),), (tuple(gtol),), BOTH, ("torch",), source, rule)
 
 
-#: The piecewise ops of the table (programs/ops/piecewise.py) whose kinks are checked.
-KINK_OPS: Final = ("relu", "leaky_relu", "elu", "selu", "celu", "softplus", "softsign", "hardtanh", "relu6",
-                   "hardsigmoid", "hardswish", "abs")
+#: The piecewise ops whose kinks are checked: those whose record gives torch's rule there.
+KINK_OPS: Final = _views(lambda r: r.kink_rule is not None and r.one_sided is not None)
 
 
 # --------------------------------------------------------------------------- non-finite inputs
 
 _INF = math.inf
-_FORMULA = "the documented formula evaluated in IEEE 754 arithmetic at +-inf (exp(-inf) = 0, 1/inf = 0, max/min)"
-_TF_EXAMPLE = f"{TF_API}tf/math/{{op}}: the documented example tf.math.{{op}}([-inf, ..., inf])"
 
 
 def _nonfinite_table(p: Params) -> dict[str, list[tuple[float, float, tuple[str, ...], str]]]:
     """op -> [(input, documented output, frameworks, source)] at +-inf for parameters p."""
-    both, formula = BOTH, _FORMULA
-    a = p.get("alpha", 1.0)
-    return {
-        "relu": [(_INF, _INF, both, formula + ": max(0, x)"), (-_INF, 0.0, both, formula + ": max(0, x)")],
-        "leaky_relu": [(_INF, _INF, both, formula + ": x if x >= 0, slope * x otherwise"),
-                       (-_INF, -_INF, both, formula + ": x if x >= 0, slope * x otherwise")],
-        "elu": [(_INF, _INF, both, formula + ": x if x > 0"), (-_INF, -a, both, formula + ": alpha (exp(x) - 1)")],
-        "selu": [(_INF, _INF, both, formula + ": scale x"),
-                 (-_INF, -SELU_SCALE * SELU_ALPHA, both, formula + ": scale alpha (exp(x) - 1)")],
-        "celu": [(_INF, _INF, both, formula + ": max(0, x) + min(0, alpha (exp(x / alpha) - 1))"),
-                 (-_INF, -a, both, formula + ": max(0, x) + min(0, alpha (exp(x / alpha) - 1))")],
-        "softplus": [(_INF, _INF, both, f"{TORCH_API}torch.nn.Softplus.html: reverts to the linear function "
-                                        "when input x beta > threshold"),
-                     (-_INF, 0.0, both, formula + ": log(1 + exp(beta x)) / beta")],
-        "hardtanh": [(_INF, p.get("max_val", 1.0), both, f"{formula}: max_val if x > max_val; {TF_API}"
-                      "tf/clip_by_value: 'Any values greater than clip_value_max are set to clip_value_max'"),
-                     (-_INF, p.get("min_val", -1.0), both, f"{formula}: min_val if x < min_val; {TF_API}"
-                      "tf/clip_by_value: 'Any values less than clip_value_min are set to clip_value_min'")],
-        "relu6": [(_INF, 6.0, both, formula + ": min(max(0, x), 6)"), (-_INF, 0.0, both, formula + ": min(max(0, x), 6)")],
-        "hardsigmoid": [(_INF, 1.0, both, formula + ": 1 if x >= 3"), (-_INF, 0.0, both, formula + ": 0 if x <= -3")],
-        # TensorFlow's hardswish here is x * relu6(x + 3) / 6, which is -inf * 0 at -inf: undefined.
-        "hardswish": [(_INF, _INF, both, formula + ": x if x >= 3"), (-_INF, 0.0, ("torch",), formula + ": 0 if x <= -3")],
-        "abs": [(_INF, _INF, both, formula + ": |x|"), (-_INF, _INF, both, formula + ": |x|")],
-        "sigmoid": [(_INF, 1.0, both, formula + ": 1 / (1 + exp(-x))"), (-_INF, 0.0, both, formula + ": 1 / (1 + exp(-x))")],
-        "logsigmoid": [(_INF, 0.0, both, formula + ": log(1 / (1 + exp(-x))); TF: -softplus(-x)"),
-                       (-_INF, -_INF, both, formula + ": log(1 / (1 + exp(-x))); TF: -softplus(-x)")],
-        "tanh": [(s * _INF, s * 1.0, ("tensorflow",), _TF_EXAMPLE.format(op="tanh")) for s in (1, -1)],
-        "asinh": [(s * _INF, s * _INF, ("tensorflow",), _TF_EXAMPLE.format(op="asinh")) for s in (1, -1)],
-        "sin": [(s * _INF, math.nan, ("tensorflow",), _TF_EXAMPLE.format(op="sin")) for s in (1, -1)],
-        "cos": [(s * _INF, math.nan, ("tensorflow",), _TF_EXAMPLE.format(op="cos")) for s in (1, -1)],
-    }
+    return {name: r.nonfinite(p) for name, r in RECORDS.items() if r.nonfinite is not None}
 
 
-NONFINITE_OPS: Final = (*tuple(_nonfinite_table({})), "logsumexp", "softmax", "log_softmax", "logaddexp")
-_VECTOR_NONFINITE: Final[dict[str, list[tuple[str, tuple[float, ...], tuple[float, ...]]]]] = {
-    # op -> [(label, x, documented value)], both frameworks
-    "logsumexp": [("-inf,0", (-_INF, 0.0), (0.0,)), ("-inf,-inf", (-_INF, -_INF), (-_INF,)),
-                  ("inf,0", (_INF, 0.0), (_INF,))],
-    "softmax": [("-inf,0,0", (-_INF, 0.0, 0.0), (0.0, 0.5, 0.5))],
-    "log_softmax": [("-inf,0,0", (-_INF, 0.0, 0.0), (-_INF, -math.log(2), -math.log(2)))],
-}
+NONFINITE_OPS: Final = (*_views(lambda r: r.nonfinite is not None), *_views(lambda r: bool(r.nonfinite_vectors)))
 
 
 def _torch_limit_grads(op: str, p: Params, x: Array, y: Array, w: Array) -> tuple[tuple[float, ...], ...] | None:
@@ -552,11 +452,9 @@ def _torch_limit_grads(op: str, p: Params, x: Array, y: Array, w: Array) -> tupl
     with np.errstate(all="ignore"):
         if op in DERIVATIVES:
             return (_t(w * DERIVATIVES[op](np.clip(x, -1e300, 1e300), p)),)
-        if op == "logsumexp":
-            return (_t(w[0] * _softmax(np.clip(x, -1e300, 1e300))),)
-        if op == "softmax":
-            s = _softmax(np.clip(x, -1e300, 1e300))
-            return (_t(s * (w - np.sum(s * w))),)
+        ref = RECORDS[op].stable_ref
+        if ref is not None:
+            return (_t(ref.vjp(np.clip(x, -1e300, 1e300), w)),)
     return None
 
 
@@ -564,26 +462,23 @@ def nonfinite_edges(op: str, params: Params, dtype: str) -> list[Edge]:
     """The op's documented outputs at +-inf (one Edge per framework set)."""
     u = UNIT_ROUNDOFF[dtype]
     cases: list[tuple[str, tuple[tuple[float, ...], ...], tuple[float, ...], tuple[str, ...], str]] = []
-    if op in _VECTOR_NONFINITE:
-        cases = [(label, (x,), y, BOTH, _LSE_SOURCES[op] + "; " + _FORMULA) for label, x, y in _VECTOR_NONFINITE[op]]
-    elif op == "logaddexp":
-        cases = [("-inf,0|-inf,-inf|inf,0", ((-_INF, -_INF, _INF), (0.0, -_INF, 0.0)), (0.0, -_INF, _INF), BOTH,
-                  _LSE_SOURCES[op] + "; " + _FORMULA)]
+    rec = RECORDS[op]
+    if rec.nonfinite_vectors:
+        cases = [(label, xs, y, BOTH, rec.stable_source + "; " + _FORMULA) for label, xs, y in rec.nonfinite_vectors]
     else:
-        rows = _nonfinite_table(params)[op]
+        assert rec.nonfinite is not None, f"{op} has no documented values at +-inf"
+        rows = rec.nonfinite(params)
         for fws in {r[2] for r in rows}:
             sel = [r for r in rows if r[2] == fws]
             cases.append(("+".join("inf" if r[0] > 0 else "-inf" for r in sel), (tuple(r[0] for r in sel),),
                           tuple(r[1] for r in sel), fws, "; ".join(sorted({r[3] for r in sel}))))
-    if op in _LSE_REFS:
-        params = _LSE_REFS[op][0]
+    if rec.stable_ref is not None:
+        params = rec.stable_ref.params
     out = []
     for label, xs, y, fws, source in sorted(cases, key=lambda c: c[0]):
         w = np.arange(1.0, len(y) + 1)
         yarr = np.asarray(y)
         grads = _torch_limit_grads(op, params, np.asarray(xs[0]), yarr, w) if len(xs) == 1 else None
-        if op == "logaddexp":  # (-inf, 0) only: the outputs of the others are infinite
-            grads = None
         ytol = np.where(np.isfinite(yarr), ULPS * u * np.abs(yarr) + _floor(dtype), 0.0)
         g = None if grads is None else tuple(tuple((v,) for v in gi) for gi in grads)
         gtol = tuple(tuple(ULPS * u * (np.sum(w) + abs(v)) + _floor(dtype) for v in gi) for gi in grads or ())
@@ -597,29 +492,16 @@ def nonfinite_edges(op: str, params: Params, dtype: str) -> list[Edge]:
 # --------------------------------------------------------------------------- the table
 
 
-def _each(**options: Sequence[Any]) -> list[dict[str, Any]]:
-    n = max(len(v) for v in options.values())
-    return [{k: v[i % len(v)] for k, v in options.items()} for i in range(n)]
+def classes(op: str) -> list[dict[str, Any]]:
+    """The parameter values of an elementwise op's edge cases: its record's parameter classes
+    (each documented parameter at its default and non-default values); ``[{}]`` for the others."""
+    rec = RECORDS[op]
+    if rec.derivative is None and rec.kink_rule is None:
+        return [{}]
+    return [dict(c.fixed) for c in rec.params] or [{}]
 
 
-_C: Final = (1.0, 0.25, 0.0625, 4.0)
-#: The parameter values the op table draws (programs/samples.py's classes of these ops): each
-#: documented parameter at its default and non-default values, both sides of a branch point.
-PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
-    "gelu": _each(approximate=("none", "tanh")),
-    **{name: _each(c=_C) for name in ("sqrt_c", "log_c", "rsqrt_c")},
-    "pow_c": _each(p=(0.5, -0.5, 1.5, -1.5, 0.25), c=_C),
-    "exp_tanh": _each(k=(1.0, 0.5, 2.0, 4.0)),
-    "leaky_relu": _each(negative_slope=(0.125, 0.25, 0.5, 0.0625)),
-    "elu": _each(alpha=(1.0, 0.5, 1.5)),
-    "celu": _each(alpha=(1.0, 0.5, 2.0)),
-    "softplus": [{"beta": 1.0, "threshold": 20.0}, {"beta": 0.5, "threshold": 1.0}, {"beta": 2.0, "threshold": 5.0}],
-    "hardtanh": [{"min_val": -1.0, "max_val": 1.0}, {"min_val": -2.0, "max_val": 0.5}, {"min_val": -0.5, "max_val": 2.0}],
-}
-
-
-def _classes(op: str) -> list[dict[str, Any]]:
-    return PARAMS.get(op, [{}])
+_classes = classes
 
 
 @cache

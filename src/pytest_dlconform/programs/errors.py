@@ -11,26 +11,19 @@ rounding work) or, for elementwise ops, the numerical derivative of its referenc
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 
-from ..checks.numerics import SMALLEST_NORMAL, UNIT_ROUNDOFF
-from .core import Array, OpSpec, Params, _amax
-from .derivatives import _sig
-from .ops import OPS
-from .ops.normalization import CANCELLATION as PART_B_CANCELLATION
-
-if TYPE_CHECKING:
-    from .program import Program
+from ..floats import SMALLEST_NORMAL, UNIT_ROUNDOFF
+from .core import ULPS as ULPS
+from .core import Array, OpSpec, Params, ProgramLike, _amax
+from .ops import OPS, RECORDS
+from .ops.attention import _sdpa_weights, _weight_changes, sdpa_low_precision_gradient
 
 
-ULPS: Final = 4.0  # rounding allowance of one op, in units of round-off per unit of work
-
-
-def error_bound(program: Program, xs: Sequence[Any], dtype: str = "float64") -> float:
+def error_bound(program: ProgramLike, xs: Sequence[Any], dtype: str = "float64") -> float:
     """Bound on ``max|f_dtype(xs) - f(xs)|`` for a conforming run in ``dtype``.
 
     First-order forward error analysis in the infinity norm, on the reference values at
@@ -57,7 +50,7 @@ def error_bound(program: Program, xs: Sequence[Any], dtype: str = "float64") -> 
     return UNIT_ROUNDOFF[dtype] * _forward_errors(program, xs, dtype, rounded_inputs=rounded)[-1]
 
 
-def derivative_error_bound(program: Program, xs: Sequence[Any], dtype: str = "float64") -> float:
+def derivative_error_bound(program: ProgramLike, xs: Sequence[Any], dtype: str = "float64") -> float:
     """Bound ``B`` on the rounding error of a derivative computed by automatic
     differentiation in ``dtype``: ``|computed v.(J u) - v.(J u)| <= B * ||v||_1 * ||u||_inf``
     for forward mode (``v . jvp(u)``) and reverse mode (``vjp(v) . u``) alike; for one
@@ -144,20 +137,17 @@ def _tangent_rule(spec: OpSpec, xs: Sequence[Array], out: Array, p: Params,
 
 #: Ops whose Jacobian does not depend on the primal values (linear ops and data movement):
 #: a forward error in their inputs leaves their tangent rule unchanged.
-LINEAR_OPS: Final = frozenset({
-    "add", "sub", "sum", "mean", "cumsum", "einsum", "tensordot", "linear", "conv2d", "avg_pool2d", "trace",
-    "diagonal", "permute", "reshape", "flip", "roll", "slice", "gather", "broadcast_to", "concat", "stack",
-})
+LINEAR_OPS: Final = frozenset(name for name, r in RECORDS.items() if r.linear)
 
 
-def low_precision_error_bound(program: Program, xs: Sequence[Any], dtype: str) -> float:
+def low_precision_error_bound(program: ProgramLike, xs: Sequence[Any], dtype: str) -> float:
     """Bound on ``max|f_dtype(xs) - f(xs)|`` for inputs ``xs`` that are already values of
     ``dtype`` (rounded by the caller): :func:`error_bound` without the inputs' rounding,
     plus the cancellations a narrow dtype exposes (:func:`_cancellation`)."""
     return UNIT_ROUNDOFF[dtype] * _forward_errors(program, xs, dtype)[-1]
 
 
-def gradient_error_bound(program: Program, xs: Sequence[Any], dtype: str) -> tuple[float, float]:
+def gradient_error_bound(program: ProgramLike, xs: Sequence[Any], dtype: str) -> tuple[float, float]:
     """``(B, floor)``: a gradient computed by reverse mode in ``dtype`` at inputs ``xs``
     that are values of ``dtype``, with a cotangent ``w`` of ``dtype``, differs from the
     exact gradient at the same ``xs`` and ``w`` by at most ``B * ||w||_1 + floor`` per entry.
@@ -237,7 +227,7 @@ def gradient_error_bound(program: Program, xs: Sequence[Any], dtype: str) -> tup
     return u * (errs[-1] + accumulated), floor
 
 
-def _forward_errors(program: Program, xs: Sequence[Any], dtype: str, rounded_inputs: bool = False) -> list[float]:
+def _forward_errors(program: ProgramLike, xs: Sequence[Any], dtype: str, rounded_inputs: bool = False) -> list[float]:
     """Each register's forward error bound in units of u (the model of :func:`error_bound`),
     inputs exact unless ``rounded_inputs`` (then each starts at ``max|x|``)."""
     u = UNIT_ROUNDOFF[dtype]
@@ -290,49 +280,6 @@ def _sdpa_error(xs: Sequence[Array], errs: Sequence[float], p: Params, ws: Seque
     return sens + float(np.max(total, initial=0.0)) / u
 
 
-def _sdpa_weights(x: Array, p: Params, u: float) -> tuple[Array, Array, Array, Array, Array, Array, float]:
-    """The forward analysis of :func:`_sdpa_error` at the stacked input ``x``, as arrays:
-    ``(live, P, r, o, dev, total, scale)`` with ``live`` the unmasked logits (B, L, L), ``P``
-    the exact weights, ``r`` their relative change (``|P~ - P| <= r P`` before the
-    normalisation's rounding), ``o`` the exact output, ``dev[b, i, j, e] = |v_je - o_ie|``,
-    ``total`` the absolute error bound of each output entry (without propagated input
-    errors) and ``scale`` = |scale|. The backward's bound
-    (:func:`.ops.attention.sdpa_low_precision_gradient`) starts from the same weights."""
-    from .ops.attention import _mask, _scores
-
-    q, k, v = x[:, 0], x[:, 1], x[:, 2]
-    length, width = x.shape[2], x.shape[3]
-    scale = abs(p["scale"]) if p["scale"] is not None else 1.0 / math.sqrt(width)
-    s = _scores(x, p)
-    live = np.isfinite(s)
-    sf = np.where(live, s, 0.0)
-    m = np.max(np.where(live, s, -np.inf), axis=-1, keepdims=True)
-    e = np.where(live, np.exp(np.where(live, s - m, 0.0)), 0.0)
-    w = e / np.sum(e, axis=-1, keepdims=True)
-    mask = _mask(length, p)
-    mask_abs = np.abs(mask) if mask is not None and p["mask"] == "float" else 0.0
-    dots = np.einsum("bie,bje->bij", np.abs(q), np.abs(k)) * scale
-    d = ULPS * u * ((width + 2) * dots + mask_abs + np.abs(sf) + np.abs(np.where(live, s - m, 0.0)) + 1.0)
-    r = _weight_changes(np.where(live, d, 0.0), w, -1)
-    o = np.einsum("bij,bje->bie", w, v)
-    dev = np.abs(v[:, None, :, :] - o[:, :, None, :])  # (B, i, j, E)
-    lv = live[..., None]
-    logit = np.minimum(np.sum((w * r)[..., None] * dev, axis=2), np.max(np.where(lv, dev, 0.0), axis=2))
-    absv = np.abs(v)[:, None, :, :]
-    mass = np.minimum(np.sum((w * (1.0 + r))[..., None] * absv, axis=2), np.max(np.where(lv, absv, 0.0), axis=2))
-    total = logit + ULPS * u * ((length + 2) * mass + np.abs(o))
-    return live, w, r, o, dev, total, scale
-
-
-def _weight_changes(d: Array, w: Array, axis: int) -> Array:
-    """r with |P~ - P| <= r P for softmax weights P whose exponents err by at most ``d``
-    (absolute, per entry, not first order): P~_j = P_j e^{d_j} / sum_k P_k e^{d_k}."""
-    d = np.minimum(d, 600.0)
-    z_lo = np.sum(w * np.exp(-d), axis=axis, keepdims=True)
-    z_hi = np.sum(w * np.exp(d), axis=axis, keepdims=True)
-    return np.asarray(np.maximum(np.exp(d) / z_lo - 1.0, 1.0 - np.exp(-d) / z_hi))
-
-
 def _softmax_error(xs: Sequence[Array], errs: Sequence[float], p: Params, ws: Sequence[Array], u: float) -> float:
     """softmax along ``axis`` in units of u, the model of :func:`_sdpa_error` with V = I: the
     exponent x_j - m errs by D_j = ULPS u (|x_j - m| + 1) (the subtraction, exp's own
@@ -355,8 +302,6 @@ _SOFTMAX_RULES: Final = {"sdpa": _sdpa_error, "softmax": _softmax_error}
 
 
 def _sdpa_gradient(xs: Sequence[Array], p: Params, u: float) -> float:
-    from .ops.attention import sdpa_low_precision_gradient
-
     return sdpa_low_precision_gradient(xs, p, u)
 
 
@@ -366,73 +311,16 @@ def _sdpa_gradient(xs: Sequence[Array], p: Params, u: float) -> float:
 _GRADIENT_RULES: Final = {"sdpa": _sdpa_gradient}
 
 
-#: Ops whose backward evaluates ``exp(x - m)`` (softmax weights) at primal values: the
-#: exponent errs by ``u (|x| + |m|) <= 2 u max|x|``, a relative error of the weights that
-#: grows with the inputs' magnitude, not with the tangents' (negligible in float64, 13 u
-#: in bfloat16 at |x| = 29: explore soak, TensorFlow logcumsumexp).
-_EXP_WEIGHTS: Final = frozenset({"logsumexp", "softmax", "log_softmax", "logcumsumexp", "logaddexp"})
-
-
 def _cancellation(name: str, xs: Sequence[Array], p: Params, gradient: bool = False) -> float:
     """Absolute rounding inside an op that its Lipschitz constant does not see, in units of
-    u (per unit tangent for ``gradient``).
-
-    * layer_norm: ``x - mean`` errs by ``n u max|x|`` and is divided by
-      ``sigma = sqrt(var + eps)``, also where the output is identically 0 (one normalised
-      entry, L = 0); its backward's terms ``(g - mean g) / sigma`` and
-      ``y mean(g y) / sigma`` are of size ``|g| / sigma``, and the ``y`` in the second (twice:
-      ``y`` and ``mean(g y)``) carries the forward's ``n u max|x| / sigma``:
-      ``2n (1 + max|x| / sigma) / sigma`` (torch float32, n = 2, eps = 0.25, |x| ~ 29,
-      sigma = 5.5: 1.7e-8 where ``2n / sigma`` allowed 1.2e-8, the two terms cancelling to
-      ``eps / sigma**2`` of their size);
-    * the softmax-weight ops (:data:`_EXP_WEIGHTS`), backward: ``2 max|x|``;
-    * gelu, backward: TensorFlow composes it (``0.5 x (1 + tanh z)``, ``0.5 x erfc(-x/sqrt 2)``),
-      so its tangent rule sums ``0.5 (1 + |t|) + 0.5 |x| (1 + t^2) |z'|`` (tanh form) or
-      ``0.5 (1 + |erf(x / sqrt 2)|) + |x| phi(x)`` (erf form: ``Phi = 0.5 (1 + erf)``, as both
-      frameworks compute it), terms that cancel for x << 0;
-    * mish, backward: both frameworks differentiate ``x tanh(softplus(x))`` with
-      ``1 - t**2`` from the rounded ``t = tanh(softplus(x))``, which carries ``ULPS u |t|``
-      absolutely, times ``|x| sigmoid(x)``: ``2 ULPS |t| |x| sigmoid(x)``;
-    * silu, backward: ``s (1 + x (1 - s))`` with ``1 - s`` from the rounded ``s = sigmoid(x)``
-      (``ULPS u s`` absolutely), times ``|x| s``: ``ULPS |x| s**2``.
-    """
-    if any(x.size == 0 for x in xs):
+    u (per unit tangent for ``gradient``): the op record's ``cancellation`` (normalisation,
+    cross-entropy, attention, the softmax-weight ops, gelu, mish, silu; docs/tolerances.md)."""
+    term = RECORDS[name].cancellation
+    if term is None or any(x.size == 0 for x in xs):
         return 0.0
-    x = xs[0]
-    if name in PART_B_CANCELLATION:  # normalisation, cross-entropy, attention (docs/tolerances.md)
-        return float(PART_B_CANCELLATION[name](xs, p, gradient))
-    if name == "layer_norm":
-        axes = tuple(range(x.ndim - p["k"], x.ndim))
-        n = int(np.prod([x.shape[a] for a in axes]))
-        sigma = float(np.min(np.sqrt(np.var(x, axis=axes) + p["eps"])))
-        return n * (2.0 * (1.0 + _amax(x) / sigma) if gradient else _amax(x)) / sigma
-    if not gradient:
-        return 0.0
-    if name in _EXP_WEIGHTS:
-        return 2.0 * max(_amax(v) for v in xs)
-    if name == "gelu":
-        if p["approximate"] == "tanh":
-            t = np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))
-            dz = 0.7978845608028654 * (1 + 3 * 0.044715 * x**2)
-            return float(np.max(0.5 * (1 + np.abs(t)) + 0.5 * np.abs(x) * (1 + t**2) * dz))
-        # Phi(x) = 0.5 (1 + erf(x / sqrt 2)): the sum of 1 and erf cancels for x << 0, so Phi
-        # carries 0.5 u (1 + |erf|) absolutely (torch's CPU kernel, float32: 2.8e-9 at x = -5.6,
-        # explore seed 20261201, where Phi + |x| phi alone allowed 1.3e-12).
-        phi = np.exp(-0.5 * x**2) / np.sqrt(2 * np.pi)
-        erf = 1.0 - _erfc(x / np.sqrt(2))
-        return float(np.max(0.5 * (1 + np.abs(erf)) + np.abs(x) * phi))
-    if name == "mish":
-        # XLA's float64 t at x = 16.5 is 1.5 ulp from eager's; times x the gradients then
-        # differ by 1.1e-14 where 2.6e-15 was allowed (compiled backward, regime "large").
-        t = np.tanh(np.logaddexp(0.0, x))
-        return float(np.max(2.0 * ULPS * np.abs(t) * np.abs(x) * _sig(x)))
-    if name == "silu":
-        # XLA float64 at x in [16, 64]: 1.8e-15 from eager where 1.5e-15 was allowed (regime "large").
-        return float(np.max(ULPS * np.abs(x) * _sig(x) ** 2))
-    return 0.0
+    return float(term(xs, p, gradient))
 
 
-_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def _fan_in(spec: OpSpec, xs: Sequence[Array], p: Params, ws: Sequence[Array]) -> float:

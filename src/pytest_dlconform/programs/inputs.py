@@ -7,15 +7,11 @@ Every value lies in ``[-INPUT_MAX, INPUT_MAX]``, and inputs read by piecewise op
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 
-from .core import INPUT_MAX, KINK_MARGIN, Array, InputRecipe, Shape
-
-if TYPE_CHECKING:
-    from .program import Program
-
+from .core import INPUT_MAX, KINK_MARGIN, Array, InputRecipe, ProgramLike, Shape
 
 #: How input values are drawn: each regime stresses a different region of the ops.
 REGIMES: Final = ("unit", "wide", "large", "tiny", "mixed", "dyadic")
@@ -46,7 +42,7 @@ def _avoid(x: Array, kinks: Sequence[float]) -> Array:
     return x
 
 
-def make_inputs(program: Program, recipe: InputRecipe) -> list[Array]:
+def make_inputs(program: ProgramLike, recipe: InputRecipe) -> list[Array]:
     """The inputs a recipe describes: float64, within INPUT_MAX, away from kinks."""
     if len(recipe.regimes) != program.n_inputs:
         raise ValueError(f"the recipe has {len(recipe.regimes)} regimes for {program.n_inputs} inputs")

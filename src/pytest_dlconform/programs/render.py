@@ -18,27 +18,26 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from ..checks.numerics import UNIT_ROUNDOFF
-from .core import _weight
+from ..floats import UNIT_ROUNDOFF
+from .core import ProgramLike, _weight
 from .ops import OPS
 
 if TYPE_CHECKING:
     import torch
-
-    from .program import Program
 
 
 FRAMEWORKS: Final = ("torch", "tensorflow")
 LAYOUTS: Final = ("contiguous", "transposed", "strided", "channels_last")
 
 
-def to_source(program: Program, framework: str = "torch", dtype: str = "float64", layout: str = "contiguous") -> str:
+def to_source(program: ProgramLike, framework: str = "torch", dtype: str = "float64", layout: str = "contiguous") -> str:
     """A standalone script (numpy + the framework) defining ``program(xs)`` as built."""
     _check_target(framework, dtype, layout)
     return "\n".join(_source_lines(program, framework, dtype, layout)) + "\n"
 
 
-def build(program: Program, framework: str, dtype: str = "float64", layout: str = "contiguous") -> Callable[[Sequence[Any]], Any]:
+def build(program: ProgramLike, framework: str, dtype: str = "float64",
+          layout: str = "contiguous") -> Callable[[Sequence[Any]], Any]:
     """``f(xs) -> tensor`` in ``framework``: see :meth:`.program.Program.build`."""
     source = to_source(program, framework, dtype, layout)
     compiled = _compile_program(source, framework)
@@ -99,7 +98,7 @@ def _check_target(framework: str, dtype: str, layout: str) -> None:
         raise ValueError(f"TensorFlow has no memory layouts: use layout='contiguous', not {layout!r}")
 
 
-def _source_lines(program: Program, framework: str, dtype: str, layout: str) -> list[str]:
+def _source_lines(program: ProgramLike, framework: str, dtype: str, layout: str) -> list[str]:
     lines = [f"# {program!r}", f"# {framework}, {dtype}, layout {layout!r}", *_HEADERS[framework], ""]
     lines.append(f"DTYPE = {_MODULE[framework]}.{dtype}")
     consts = _weight_lines(program, framework)
@@ -111,7 +110,7 @@ def _source_lines(program: Program, framework: str, dtype: str, layout: str) -> 
     return lines
 
 
-def _weight_lines(program: Program, framework: str) -> list[str]:
+def _weight_lines(program: ProgramLike, framework: str) -> list[str]:
     make = "torch.as_tensor({}, dtype=DTYPE)" if framework == "torch" else "tf.constant({}, dtype=DTYPE)"
     lines = []
     for k, op in enumerate(program.ops):
@@ -120,7 +119,7 @@ def _weight_lines(program: Program, framework: str) -> list[str]:
     return lines
 
 
-def _body_lines(program: Program, framework: str, layout: str) -> list[str]:
+def _body_lines(program: ProgramLike, framework: str, layout: str) -> list[str]:
     n = program.n_inputs
     names = ", ".join(f"v{i}" for i in range(n))
     lines = [f"({names},) = xs" if n == 1 else f"{names} = xs"]
@@ -136,7 +135,7 @@ def _body_lines(program: Program, framework: str, layout: str) -> list[str]:
     return lines
 
 
-def _render(program: Program, k: int, framework: str, wnames: list[str]) -> str:
+def _render(program: ProgramLike, k: int, framework: str, wnames: list[str]) -> str:
     op = program.ops[k]
     spec = OPS[op.name]
     idx = program.arg_indices(k)

@@ -1,10 +1,10 @@
-"""Sample inputs per op, OpInfo-style: every op's parameter classes, input regimes and the
-checks (modes) and layouts each op is registered for.
+"""Sample inputs per op, a view over the op records: every op's parameter classes, input
+regimes and the checks (modes) and layouts each op is registered for.
 
 A *parameter class* is a set of fixed parameter values laid over the op's own plan (the
 plan still draws whatever the class leaves free: axes, shapes, seeds). Each op's classes
-name every documented parameter at its default and at the non-default values the op table
-draws (both sides of a branch where the parameter is a branch point: softplus's threshold,
+(its record's ``params``) name every documented parameter at its default and at the
+non-default values the op's plan draws (both sides of a branch where the parameter is a branch point: softplus's threshold,
 hardtanh's bounds), and the operand classes of binary ops (same shape, either operand
 broadcast). :func:`samples` pairs an op's classes with its regimes cyclically, so each class
 and each regime is visited at least once, in every run, by construction; hypothesis draws the
@@ -21,8 +21,8 @@ report's ledger with it. Nothing here changes how :func:`~.generate.programs` dr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -30,13 +30,12 @@ from hypothesis import strategies as st
 
 from .core import INPUT_MAX, KINK_MARGIN, Array, Draw, InputRecipe, Op, Shape
 from .inputs import REGIMES, make_inputs
-from .ops import OPS
+from .ops import OPS, RECORDS
 from .ops.convolution import _hint_channels
-from .ops.family_a import FAMILY_A_PARAMS
 from .ops.hints import _draw_shape, _hint_image
-from .ops.linalg import _dd_scale
-from .ops.normalization import FAMILY_B_PARAMS
 from .program import Program, ProgramCase
+from .records import ParamClass as ParamClass
+from .records import Pick as Pick
 
 #: The checks each op gets, per framework: forward vs the float64 numpy reference, reverse
 #: mode vs finite differences, forward vs reverse mode, gradients under torch layouts.
@@ -61,30 +60,6 @@ LOW_PRECISION_DTYPES: Final = ("float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
-class Pick:
-    """A parameter value that depends on the argument shapes (e.g. "all dims")."""
-
-    label: str
-    value: Callable[[Sequence[Shape]], Any] = field(compare=False)
-
-    def __repr__(self) -> str:
-        return self.label
-
-
-@dataclass(frozen=True)
-class ParamClass:
-    """Fixed parameter values (``operands`` is the binary ops' shape class)."""
-
-    fixed: tuple[tuple[str, Any], ...] = ()
-    operands: str | None = None
-
-    @property
-    def label(self) -> str:
-        parts = [f"{k}={v!r}" for k, v in self.fixed] + ([f"operands={self.operands}"] if self.operands else [])
-        return ",".join(parts) or "default"
-
-
-@dataclass(frozen=True)
 class Sample:
     """One registered sample of an op: a parameter class in a regime."""
 
@@ -93,70 +68,9 @@ class Sample:
     regime: str
 
 
-_LAST = Pick("last", lambda s: (-1,))
-_FIRST = Pick("first", lambda s: (0,))
-_ALL = Pick("all", lambda s: tuple(range(len(s[0]))))
-
-
-def _cls(**fixed: Any) -> ParamClass:
-    operands = fixed.pop("operands", None)
-    return ParamClass(tuple(fixed.items()), operands)
-
-
-def _each(**options: Sequence[Any]) -> list[ParamClass]:
-    """Every option of every parameter at least once (the others cycled alongside)."""
-    n = max(len(v) for v in options.values())
-    return [_cls(**{k: v[i % len(v)] for k, v in options.items()}) for i in range(n)]
-
-
-def _dd(frac: float) -> Pick:
-    return Pick(f"{frac}/n", lambda s: _dd_scale(s[0][-1], frac))
-
-
-_OPERANDS = ("same", "broadcast_b", "broadcast_a")
-_C = (1.0, 0.25, 0.0625, 4.0)
-_DIMS = [_cls(dims=_LAST, keepdims=False), _cls(dims=_ALL, keepdims=True), _cls(dims=_FIRST, keepdims=False)]
-
-#: Parameter classes of each op with parameters; an op not listed has the one class "default".
-PARAM_CLASSES: Final[dict[str, list[ParamClass]]] = {
-    "gelu": _each(approximate=("none", "tanh")),
-    **{name: _each(c=_C) for name in ("sqrt_c", "log_c", "rsqrt_c")},
-    "pow_c": _each(p=(0.5, -0.5, 1.5, -1.5, 0.25), c=_C),
-    "exp_tanh": _each(k=(1.0, 0.5, 2.0, 4.0)),
-    **{name: _each(operands=_OPERANDS) for name in ("add", "sub", "mul", "logaddexp")},
-    "div_c": _each(c=(1.0, 0.25, 4.0), operands=_OPERANDS),
-    **dict.fromkeys(("sum", "mean", "logsumexp"), _DIMS),
-    "var": [_cls(dims=_LAST, keepdims=False, correction=1), _cls(dims=_ALL, keepdims=True, correction=0),
-            _cls(dims=_FIRST, keepdims=False, correction=0)],
-    "prod": [_cls(axis=-1, keepdims=False), _cls(axis=0, keepdims=True)],
-    "norm_c": _each(ord=(2, 4), pad=(1.0, 0.25, 0.5, 2.0)),
-    **{name: _each(axis=(-1, 0)) for name in ("softmax", "log_softmax")},
-    "cumsum": [_cls(exclusive=e, reverse=r) for e in (False, True) for r in (False, True)],
-    "logcumsumexp": _each(reverse=(False, True)),
-    "slice": _each(step=(1, 2, 3)),
-    "gather": [_cls(), _cls(indices=(0, 0))],  # repeated indices: the gradient accumulates
-    "matmul": [_cls(transpose_a=a, transpose_b=b) for a in (False, True) for b in (False, True)],
-    "linear": _each(bias=(False, True)),
-    **{name: _each(s=tuple(_dd(f) for f in (0.5, 0.25, 0.75, 0.875))) for name in ("det_dd", "logdet_dd", "inv_dd", "solve_dd")},
-    "cholesky_spd": _each(c=(1.0, 0.5, 2.0)),
-    "trisolve": _each(c=(1.0, 0.5, 2.0), adjoint=(False, True)),
-    "diagonal": _each(offset=(0, 1, -1)),
-    "conv2d": _each(stride=(1, 2)),
-    "avg_pool2d": _each(stride=(1, 2)),
-    "layer_norm": _each(eps=(1e-5, 1e-3, 0.25)),
-    "leaky_relu": _each(negative_slope=(0.125, 0.25, 0.5, 0.0625)),
-    "elu": _each(alpha=(1.0, 0.5, 1.5)),
-    "celu": _each(alpha=(1.0, 0.5, 2.0)),
-    # Thresholds 20 (default), 1 and 5: inputs fall on both sides of beta * x = threshold.
-    "softplus": [_cls(beta=1.0, threshold=20.0), _cls(beta=0.5, threshold=1.0), _cls(beta=2.0, threshold=5.0)],
-    "hardtanh": [_cls(min_val=-1.0, max_val=1.0), _cls(min_val=-2.0, max_val=0.5), _cls(min_val=-0.5, max_val=2.0)],
-    **{op: [_cls(**fixed) for fixed in classes] for op, classes in FAMILY_B_PARAMS.items()},
-    **dict.fromkeys(("amax_sep", "amin_sep"), _DIMS), **{op: [_cls(**f) for f in c] for op, c in FAMILY_A_PARAMS.items()},
-}
-
-
 def param_classes(op: str) -> list[ParamClass]:
-    return PARAM_CLASSES.get(op, [ParamClass()])
+    """The op's parameter classes (its record's), default first; "default" where it has none."""
+    return list(RECORDS[op].params) or [ParamClass()]
 
 
 def regimes(op: str) -> tuple[str, ...]:

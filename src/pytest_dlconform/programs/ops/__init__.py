@@ -1,35 +1,50 @@
-"""The op table: every operation a generated program may use, one module per family.
+"""The op library: one :class:`~..records.OpRecord` per op, one module per family.
 
 Families: :mod:`.elementwise` (smooth unary), :mod:`.binary`, :mod:`.reduction` (and ops
 along an axis), :mod:`.shape` (data movement), :mod:`.contraction`, :mod:`.linalg`,
-:mod:`.nn` and :mod:`.piecewise` (kinks: inputs only). Shared helpers are in
-:mod:`.common`, input-shape hints in :mod:`.hints`. Known framework bugs of single ops are
-not in the table: every op is in every oracle, and a reproduced failure is pinned (to its
-tests, the framework version and the symptom) in known_divergences.toml.
+:mod:`.nn`, :mod:`.piecewise` (kinks: inputs only), :mod:`.pooling`, :mod:`.convolution`,
+:mod:`.losses`, :mod:`.attention`, :mod:`.normalization`, :mod:`.indexing`,
+:mod:`.ordering` and :mod:`.decompositions`. Shared helpers are in :mod:`.common`,
+input-shape hints in :mod:`.hints`. Known framework bugs of single ops are not in the
+records: every op is in every oracle, and a reproduced failure is pinned (to its tests, the
+framework version and the symptom) in known_divergences.toml.
 
-The order of :data:`OPS` is the order hypothesis shrinks towards and fixes which programs
-a seed draws (and so the examples every suite runs): add a new op at the end of its
-family, knowing that it changes the draws after it.
+The order of :data:`RECORDS` is the order hypothesis shrinks towards and fixes which
+programs a seed draws (and so the examples every suite runs): add a new op at the end of
+its family, knowing that it changes the draws after it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 from ..core import OpSpec
-from .binary import _binary_ops
-from .contraction import _contraction_ops
-from .elementwise import _smooth_ops
-from .family_a import _family_a_ops
+from ..records import OpRecord
+from .attention import attention_records
+from .binary import binary_records
+from .contraction import contraction_records
+from .convolution import convolution_records
+from .decompositions import decomposition_records
+from .elementwise import elementwise_records
 from .hints import _with_hints
-from .linalg import _linalg_ops
-from .nn import _nn_ops
-from .normalization import _family_b_ops
-from .piecewise import _piecewise_ops
-from .reduction import _reduction_ops
-from .shape import _shape_ops
+from .indexing import indexing_records
+from .linalg import linalg_records
+from .losses import loss_records
+from .nn import nn_records
+from .normalization import normalization_records
+from .ordering import ordering_records
+from .piecewise import piecewise_records
+from .pooling import pooling_records
+from .reduction import reduction_records
+from .shape import shape_records
 
-__all__ = ["OPS", "op_names"]
+__all__ = ["OPS", "PIECEWISE_LINEAR", "RECORDS", "op_names"]
+
+
+def _hinted(records: list[OpRecord]) -> list[OpRecord]:
+    """The records with the input-shape hints that make each op applicable to its first input."""
+    return [replace(r, spec=s) for r, s in zip(records, _with_hints([r.spec for r in records]), strict=True)]
 
 
 def op_names(*, without: Collection[str] = (), categories: Collection[str] | None = None,
@@ -42,11 +57,17 @@ def op_names(*, without: Collection[str] = (), categories: Collection[str] | Non
             and (s.composable or not composed)]
 
 
-#: Every operation, in the order hypothesis shrinks towards (simplest first).
-OPS: dict[str, OpSpec] = {
-    s.name: s
-    for s in _with_hints(
-        _smooth_ops() + _binary_ops() + _reduction_ops() + _shape_ops() + _contraction_ops() + _linalg_ops()
-        + _nn_ops() + _piecewise_ops()
-    ) + _family_b_ops() + _with_hints(_family_a_ops())
+#: Every op's record, in the order hypothesis shrinks towards (simplest first). The pooling,
+#: convolution, loss, attention and normalisation families bring their own input hints.
+RECORDS: dict[str, OpRecord] = {
+    r.name: r
+    for r in _hinted(
+        elementwise_records() + binary_records() + reduction_records() + shape_records() + contraction_records()
+        + linalg_records() + nn_records() + piecewise_records()
+    ) + pooling_records() + convolution_records() + loss_records() + attention_records() + normalization_records()
+    + _hinted(indexing_records() + ordering_records() + decomposition_records())
 }
+#: The ops that are linear between their kinks: their second derivative is zero away from them.
+PIECEWISE_LINEAR: frozenset[str] = frozenset(name for name, r in RECORDS.items() if r.piecewise_linear)
+#: Every op's spec (how it is generated, rendered and referenced), by name.
+OPS: dict[str, OpSpec] = {name: r.spec for name, r in RECORDS.items()}

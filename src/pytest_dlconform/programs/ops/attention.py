@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
-from ..core import Array, Draw, OpSpec, Params, Shape, _amax
+from ..core import ULPS, Array, Draw, OpSpec, Params, Shape, _amax
+from ..records import OpRecord, with_classes
 from .losses import _full_jacobian_norm
 
 
@@ -87,6 +88,47 @@ def sdpa_gradient_term(xs: Sequence[Array], p: Params) -> float:
     return 8.0 * max(1.0, _finite_amax(_scores(xs[0], p))) * lip
 
 
+def _sdpa_weights(x: Array, p: Params, u: float) -> tuple[Array, Array, Array, Array, Array, Array, float]:
+    """The forward analysis of :func:`..errors._sdpa_error` at the stacked input ``x``, as arrays:
+    ``(live, P, r, o, dev, total, scale)`` with ``live`` the unmasked logits (B, L, L), ``P``
+    the exact weights, ``r`` their relative change (``|P~ - P| <= r P`` before the
+    normalisation's rounding), ``o`` the exact output, ``dev[b, i, j, e] = |v_je - o_ie|``,
+    ``total`` the absolute error bound of each output entry (without propagated input
+    errors) and ``scale`` = |scale|. The backward's bound
+    (:func:`sdpa_low_precision_gradient`) starts from the same weights."""
+    q, k, v = x[:, 0], x[:, 1], x[:, 2]
+    length, width = x.shape[2], x.shape[3]
+    scale = abs(p["scale"]) if p["scale"] is not None else 1.0 / math.sqrt(width)
+    s = _scores(x, p)
+    live = np.isfinite(s)
+    sf = np.where(live, s, 0.0)
+    m = np.max(np.where(live, s, -np.inf), axis=-1, keepdims=True)
+    e = np.where(live, np.exp(np.where(live, s - m, 0.0)), 0.0)
+    w = e / np.sum(e, axis=-1, keepdims=True)
+    mask = _mask(length, p)
+    mask_abs = np.abs(mask) if mask is not None and p["mask"] == "float" else 0.0
+    dots = np.einsum("bie,bje->bij", np.abs(q), np.abs(k)) * scale
+    d = ULPS * u * ((width + 2) * dots + mask_abs + np.abs(sf) + np.abs(np.where(live, s - m, 0.0)) + 1.0)
+    r = _weight_changes(np.where(live, d, 0.0), w, -1)
+    o = np.einsum("bij,bje->bie", w, v)
+    dev = np.abs(v[:, None, :, :] - o[:, :, None, :])  # (B, i, j, E)
+    lv = live[..., None]
+    logit = np.minimum(np.sum((w * r)[..., None] * dev, axis=2), np.max(np.where(lv, dev, 0.0), axis=2))
+    absv = np.abs(v)[:, None, :, :]
+    mass = np.minimum(np.sum((w * (1.0 + r))[..., None] * absv, axis=2), np.max(np.where(lv, absv, 0.0), axis=2))
+    total = logit + ULPS * u * ((length + 2) * mass + np.abs(o))
+    return live, w, r, o, dev, total, scale
+
+
+def _weight_changes(d: Array, w: Array, axis: int) -> Array:
+    """r with |P~ - P| <= r P for softmax weights P whose exponents err by at most ``d``
+    (absolute, per entry, not first order): P~_j = P_j e^{d_j} / sum_k P_k e^{d_k}."""
+    d = np.minimum(d, 600.0)
+    z_lo = np.sum(w * np.exp(-d), axis=axis, keepdims=True)
+    z_hi = np.sum(w * np.exp(d), axis=axis, keepdims=True)
+    return np.asarray(np.maximum(np.exp(d) / z_lo - 1.0, 1.0 - np.exp(-d) / z_hi))
+
+
 def sdpa_low_precision_gradient(xs: Sequence[Array], p: Params, u: float) -> float:
     """Bound ``B / u`` on the rounding error of sdpa's reverse mode in float16/bfloat16:
     ``|dX~ - dX| <= B ||G||_1`` per entry of dX = (dQ, dK, dV) for a cotangent G = dO, at
@@ -99,7 +141,7 @@ def sdpa_low_precision_gradient(xs: Sequence[Array], p: Params, u: float) -> flo
     ``|G_ie|``; ``B`` is its largest coefficient. ``U = ULPS u``; a contraction of n terms
     rounds by ``U n`` times the sum of its terms' magnitudes.
 
-    * Weights (the forward analysis, programs.errors._sdpa_weights): the computed P~ differs
+    * Weights (the forward analysis, :func:`_sdpa_weights`): the computed P~ differs
       from P by ``d0 = min(r P, max(P, 1 - P))`` before normalising; the changes sum to zero,
       so also by ``sum_{k != j} d0_k``; the normalisation (L terms, a division, the store)
       adds ``U (L + 2) P (1 + r)``, except at the row's largest weight j*: there every rounding
@@ -132,8 +174,6 @@ def sdpa_low_precision_gradient(xs: Sequence[Array], p: Params, u: float) -> flo
     Where a row's logits' rounding reaches its gap (``r P`` of order 1, e.g. "large" inputs
     with two logits closer than 2 D), ``delta`` is O(P) and the bound is the size of the
     gradient itself: the sample is then inconclusive, as the forward's hull bound is."""
-    from ..errors import ULPS, _sdpa_weights
-
     x = xs[0]
     live, w, r, _, dev, _, c = _sdpa_weights(x, p, u)
     q, k, v = x[:, 0], x[:, 1], x[:, 2]
@@ -197,8 +237,8 @@ def _sdpa_tf(p: Params, shapes: Sequence[Shape]) -> str:
     q, k, v = (f"{{a}}[:, {i}, :, None, :]" for i in range(3))
     # Keras's TensorFlow backend rounds ``scale`` to float32 (``tf.cast(scale, logits.dtype)``
     # of a Python float converts it to a float32 tensor first) and computes the default
-    # 1 / sqrt(H) in float32: a relative error of up to 3e-8 in float64 programs (a finding,
-    # the report of issue 12 part B). The scale is passed as a tensor of the program's dtype,
+    # 1 / sqrt(H) in float32: a relative error of up to 3e-8 in float64 programs (a finding:
+    # docs/findings.md). The scale is passed as a tensor of the program's dtype,
     # the default as the documented 1 / sqrt(H).
     value = p["scale"] if p["scale"] is not None else 1.0 / math.sqrt(shapes[0][3])
     scale = f"tf.constant({value!r}, dtype={{a}}.dtype)"
@@ -221,8 +261,11 @@ def _attention_ops() -> list[OpSpec]:
     ]
 
 
-#: Parameter classes (samples.py): no mask, not causal, default scale first.
-PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
+
+def attention_records() -> list[OpRecord]:
+    """Scaled dot-product attention, with its cancellation terms. Parameter classes: no mask,
+    not causal, default scale first."""
+    return with_classes(_attention_ops(), {
     "sdpa": [
         {"mask": None, "is_causal": False, "scale": None},
         {"mask": "bool", "is_causal": False, "scale": None},
@@ -231,4 +274,4 @@ PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
         {"mask": None, "is_causal": True, "scale": 0.125},
         {"mask": "bool", "is_causal": False, "scale": 0.125},
     ],
-}
+    }, {"sdpa": {"cancellation": lambda xs, p, g: sdpa_gradient_term(xs, p) if g else 0.0}})

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..core import Array, OpSpec, Params, PlanFn, Shape, Template, _amax
-from .common import _broadcastable, _choices, _lst, _no_params
+from ..records import TORCH_API, OpRecord, each, records
+from .common import OPERANDS, _broadcastable, _choices, _lst, _no_params, exp_weights_cancellation
 
 
 def _binary(name: str, ref: Callable[[Array, Array, Params], Array], torch: Template, tf: Template,
@@ -39,3 +40,20 @@ def _binary_ops() -> list[OpSpec]:
                 "tf.math.reduce_logsumexp(tf.stack([tf.broadcast_to({a}, {shape}), tf.broadcast_to({b}, {shape})]), axis=0)",
                 lambda x, y, p: max(x, y) + 1, ones, extras=bshape),
     ]
+
+
+def binary_records() -> list[OpRecord]:
+    """The binary ops, each with its operand classes; logaddexp is documented as stable."""
+    operands = {"params": each(operands=OPERANDS)}
+    inf = float("inf")
+    return records(_binary_ops(), {
+        "add": {**operands, "linear": True}, "sub": {**operands, "linear": True}, "mul": operands,
+        "div_c": {"params": each(c=(1.0, 0.25, 4.0), operands=OPERANDS)},
+        "logaddexp": {**operands, "stable": True, "cancellation": exp_weights_cancellation,
+                      "stable_source": f"{TORCH_API}torch.logaddexp.html: 'useful in statistics where the calculated "
+                                       "probabilities of events may be so small as to exceed the range of normal "
+                                       "floating point numbers'; TensorFlow: tf.math.reduce_logsumexp of the pair (its "
+                                       "stability sentence)",
+                      "nonfinite_vectors": (("-inf,0|-inf,-inf|inf,0", ((-inf, -inf, inf), (0.0, -inf, 0.0)),
+                                             (0.0, -inf, inf)),)},
+    })

@@ -15,6 +15,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, Params, PlanFn, RefFn, Shape, _amax
+from ..records import ParamClass, Pick, param_class
 
 
 def _any(shapes: Sequence[Shape]) -> bool:
@@ -97,3 +98,32 @@ def _jacobian_norm(fn: Callable[[Array], Array], x: Array, event_ndim: int) -> f
         xm[sl] -= h
         rows += np.abs(fn(xp) - fn(xm)) / (2 * h)
     return 1.25 * _amax(rows)
+
+
+LAST = Pick("last", lambda s: (-1,))
+FIRST = Pick("first", lambda s: (0,))
+ALL = Pick("all", lambda s: tuple(range(len(s[0]))))
+#: The parameter classes of reductions over ``dims`` (sum, mean, logsumexp, amax, amin).
+DIMS: tuple[ParamClass, ...] = (param_class(dims=LAST, keepdims=False), param_class(dims=ALL, keepdims=True),
+                                param_class(dims=FIRST, keepdims=False))
+#: The operand classes of binary ops: same shape, either operand broadcast.
+OPERANDS = ("same", "broadcast_b", "broadcast_a")
+
+
+def lse(x: Array) -> Array:
+    """log(sum(exp(x))) on the last axis, in float64 without overflow."""
+    m = np.max(x, axis=-1, keepdims=True)
+    return np.squeeze(m, -1) + np.log(np.sum(np.exp(x - m), axis=-1))
+
+
+def softmax(x: Array) -> Array:
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def exp_weights_cancellation(xs: Sequence[Array], p: Params, gradient: bool) -> float:
+    """Backward of an op that evaluates ``exp(x - m)`` (softmax weights) at primal values: the
+    exponent errs by ``u (|x| + |m|) <= 2 u max|x|``, a relative error of the weights that grows
+    with the inputs' magnitude, not with the tangents' (negligible in float64, 13 u in bfloat16
+    at |x| = 29: explore soak, TensorFlow logcumsumexp)."""
+    return 2.0 * max(_amax(v) for v in xs) if gradient else 0.0

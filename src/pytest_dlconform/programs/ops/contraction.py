@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, LipFn, OpSpec, Params, Shape, _amax
+from ..records import OpRecord, each, param_class, records
 from .common import _broadcastable, _rank_at_least
 
 _LETTERS: Final = "abcdefghij"
@@ -146,3 +147,12 @@ def _contraction_ops() -> list[OpSpec]:
                lambda bs, ss, p: 2.0 * ss[0][-1] * bs[0] + 2.0, _weight_lip(1),
                weights=lambda ss, p: ((p["k"], ss[0][-1]),) + (((p["k"],),) if p["bias"] else ())),
     ]
+
+
+def contraction_records() -> list[OpRecord]:
+    """The contractions: matmul with each transpose, linear with and without bias."""
+    return records(_contraction_ops(), {
+        "matmul": {"params": tuple(param_class(transpose_a=a, transpose_b=b) for a in (False, True) for b in (False, True))},
+        "linear": {"params": each(bias=(False, True)), "linear": True},
+        "einsum": {"linear": True}, "tensordot": {"linear": True},
+    })

@@ -16,7 +16,7 @@ implementations do not yet support dilation rates larger than 1"); padding modes
 ``tf.nn.conv2d_transpose(dilations=2)`` refuses on CPU even forward (same message) although
 its documentation describes the parameter: the transposed convolution's TF template dilates
 the filter explicitly (zeros between taps, the documented meaning of dilation) and passes
-``dilations=1`` (a finding: ``docs/findings.md``, the report of issue 12 part B).
+``dilations=1`` (a finding: ``docs/findings.md``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape
+from ..records import OpRecord, with_classes
 from .pooling import valid_plan
 
 MODES: Final[dict[str, Any]] = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -265,9 +266,11 @@ def _convolution_ops() -> list[OpSpec]:
     ]
 
 
-#: Parameter classes (samples.py): defaults first (stride 1, padding 0, dilation 1, groups 1,
-#: zeros; output_padding 0), then each other documented value.
-PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
+
+def convolution_records() -> list[OpRecord]:
+    """The convolutions. Parameter classes: defaults first (stride 1, padding 0, dilation 1,
+    groups 1, zeros; output_padding 0), then each other documented value."""
+    return with_classes(_convolution_ops(), {
     "conv2d_full": [
         {"groups": 1, "stride": 1, "padding": 0, "dilation": 1, "padding_mode": "zeros"},
         {"groups": 2, "stride": 2, "padding": 1, "dilation": 1, "padding_mode": "zeros"},
@@ -286,4 +289,4 @@ PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
         {"stride": 2, "padding": 1, "output_padding": 1, "groups": 1, "dilation": 2},
         {"stride": 1, "padding": 0, "output_padding": 1, "groups": 1, "dilation": 2},
     ],
-}
+    })

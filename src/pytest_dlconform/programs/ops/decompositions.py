@@ -42,6 +42,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape
+from ..records import OpRecord, with_classes
 from .common import _jacobian_norm, _rank_at_least
 from .linalg import _dd_scale
 
@@ -242,3 +243,21 @@ def _decomposition_ops() -> list[OpSpec]:
         _decomposition("eigh", _eigh_ref, _eigh_torch, _eigh_tf, _square, _eigh_plan,
                        lambda s: 2.0 * s[-1] + 0.5),
     ]
+
+
+def decomposition_records() -> list[OpRecord]:
+    """Matrix decompositions. Parameter classes: ``svd``'s singular values (``svdvals`` /
+    ``compute_uv=False``) and one singular pair's ``u v^T`` with ``full_matrices`` True (torch's
+    default) and False (TensorFlow's); ``qr``'s ``mode`` "reduced" (default) and "complete", Q
+    and R; ``eigh``'s eigenvalues with ``UPLO`` "L" (default) and "U", and the projector on the
+    top and the bottom eigenvector. ``frac``, the perturbation's size (1/2 or 1/4), varies
+    alongside."""
+    return with_classes(_decomposition_ops(), {
+        "svd": [{"out": "s", "frac": 0.5}, {"out": "uv", "full_matrices": True, "pair": "top", "frac": 0.25},
+                {"out": "uv", "full_matrices": False, "pair": "bottom", "frac": 0.5}],
+        "qr": [{"mode": "reduced", "out": "q", "frac": 0.5}, {"mode": "reduced", "out": "r", "frac": 0.25},
+               {"mode": "complete", "out": "q", "frac": 0.25}, {"mode": "complete", "out": "r", "frac": 0.5}],
+        "eigh": [{"out": "values", "uplo": "L", "frac": 0.5}, {"out": "values", "uplo": "U", "frac": 0.25},
+                 {"out": "proj", "pair": "top", "uplo": "L", "frac": 0.25},
+                 {"out": "proj", "pair": "bottom", "uplo": "U", "frac": 0.5}],
+    })

@@ -2,17 +2,21 @@
 
 Smooth everywhere, so they may read any register. Their error propagation needs no
 ``lip``: it uses the numerical derivative of the reference (see :mod:`..errors`).
-``_elementwise`` also builds the piecewise family's rows (:mod:`.piecewise`).
+``_elementwise`` also builds the piecewise family's rows (:mod:`.piecewise`). Each record
+carries the op's analytic derivative and its documented extreme and non-finite cases.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Final
 
 import numpy as np
 
-from ..core import INPUT_MAX, Array, OpSpec, Params, PlanFn, Shape, Template
+from ..core import INPUT_MAX, ULPS, Array, OpSpec, Params, PlanFn, Shape, Template
+from ..derivatives import _gelu_d, _mish_d, _sech2, _sig
+from ..records import BOTH, IEEE_FORMULA, TF_API, TF_EXAMPLE, OpRecord, each, records
 from .common import _any, _choices, _no_params, _unary
 
 
@@ -110,3 +114,104 @@ def _smooth_ops() -> list[OpSpec]:
                      plan=_choices(k=(1.0, 0.5, 2.0, 4.0)),
                      abs_scale=lambda x, p: p["k"] * np.exp(p["k"] * np.tanh(x))),
     ]
+
+
+_C: Final = (1.0, 0.25, 0.0625, 4.0)
+_INF: Final = math.inf
+
+
+def _at_inf(op: str, *values: tuple[float, float]) -> Callable[[Params], Rows]:
+    """TensorFlow's documented example at +-inf: (input, output) pairs."""
+    return lambda p: [(x, y, ("tensorflow",), TF_EXAMPLE.format(op=op)) for x, y in values]
+
+
+Rows = list[tuple[float, float, tuple[str, ...], str]]
+
+
+def _formula_at_inf(formula: str, *values: tuple[float, float]) -> Callable[[Params], Rows]:
+    """The documented formula at +-inf, both frameworks."""
+    return lambda p: [(x, y, BOTH, f"{IEEE_FORMULA}: {formula}") for x, y in values]
+
+
+def _gelu_cancellation(xs: Sequence[Array], p: Params, gradient: bool) -> float:
+    """Backward: TensorFlow composes gelu (``0.5 x (1 + tanh z)``, ``0.5 x erfc(-x/sqrt 2)``), so
+    its tangent rule sums ``0.5 (1 + |t|) + 0.5 |x| (1 + t^2) |z'|`` (tanh form) or
+    ``0.5 (1 + |erf(x / sqrt 2)|) + |x| phi(x)`` (erf form: ``Phi = 0.5 (1 + erf)``, as both
+    frameworks compute it), terms that cancel for x << 0."""
+    if not gradient:
+        return 0.0
+    x = xs[0]
+    if p["approximate"] == "tanh":
+        t = np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))
+        dz = 0.7978845608028654 * (1 + 3 * 0.044715 * x**2)
+        return float(np.max(0.5 * (1 + np.abs(t)) + 0.5 * np.abs(x) * (1 + t**2) * dz))
+    # Phi(x) = 0.5 (1 + erf(x / sqrt 2)): the sum of 1 and erf cancels for x << 0, so Phi
+    # carries 0.5 u (1 + |erf|) absolutely (torch's CPU kernel, float32: 2.8e-9 at x = -5.6,
+    # explore seed 20261201, where Phi + |x| phi alone allowed 1.3e-12).
+    phi = np.exp(-0.5 * x**2) / np.sqrt(2 * np.pi)
+    erf = 1.0 - _erfc(x / np.sqrt(2))
+    return float(np.max(0.5 * (1 + np.abs(erf)) + np.abs(x) * phi))
+
+
+def _mish_cancellation(xs: Sequence[Array], p: Params, gradient: bool) -> float:
+    """Backward: both frameworks differentiate ``x tanh(softplus(x))`` with ``1 - t**2`` from
+    the rounded ``t = tanh(softplus(x))``, which carries ``ULPS u |t|`` absolutely, times
+    ``|x| sigmoid(x)``: ``2 ULPS |t| |x| sigmoid(x)``. XLA's float64 t at x = 16.5 is 1.5 ulp
+    from eager's; times x the gradients then differ by 1.1e-14 where 2.6e-15 was allowed
+    (compiled backward, regime "large")."""
+    if not gradient:
+        return 0.0
+    x = xs[0]
+    t = np.tanh(np.logaddexp(0.0, x))
+    return float(np.max(2.0 * ULPS * np.abs(t) * np.abs(x) * _sig(x)))
+
+
+def _silu_cancellation(xs: Sequence[Array], p: Params, gradient: bool) -> float:
+    """Backward: ``s (1 + x (1 - s))`` with ``1 - s`` from the rounded ``s = sigmoid(x)``
+    (``ULPS u s`` absolutely), times ``|x| s``: ``ULPS |x| s**2`` (XLA float64 at x in
+    [16, 64]: 1.8e-15 from eager where 1.5e-15 was allowed, regime "large")."""
+    return float(np.max(ULPS * np.abs(xs[0]) * _sig(xs[0]) ** 2)) if gradient else 0.0
+
+
+def elementwise_records() -> list[OpRecord]:
+    """The smooth elementwise ops with their derivatives and documented edge cases."""
+    sigmoid = "1 / (1 + exp(-x))"
+    logsigmoid = "log(1 / (1 + exp(-x))); TF: -softplus(-x)"
+    return records(_smooth_ops(), {
+        "tanh": {"derivative": lambda x, p: _sech2(x), "nonfinite": _at_inf("tanh", (_INF, 1.0), (-_INF, -1.0))},
+        "sigmoid": {"derivative": lambda x, p: _sig(x) * _sig(-x),
+                    "extreme_source": f"{TF_API}tf/math/sigmoid: 'For x in (-inf, inf), sigmoid(x) in (0, 1)' and its "
+                                      "example tf.sigmoid([-128., 0., 128.]) = [0., 0.5, 1.]",
+                    "nonfinite": _formula_at_inf(sigmoid, (_INF, 1.0), (-_INF, 0.0))},
+        "sin": {"derivative": lambda x, p: np.cos(x), "tiny_only": True,
+                "nonfinite": _at_inf("sin", (_INF, math.nan), (-_INF, math.nan))},
+        "cos": {"derivative": lambda x, p: -np.sin(x), "tiny_only": True,
+                "nonfinite": _at_inf("cos", (_INF, math.nan), (-_INF, math.nan))},
+        "atan": {"derivative": lambda x, p: 1 / (1 + x * x)},
+        "asinh": {"derivative": lambda x, p: 1 / np.hypot(1.0, x), "magnitude": "square",
+                  "nonfinite": _at_inf("asinh", (_INF, _INF), (-_INF, -_INF))},
+        "erf": {"derivative": lambda x, p: 2 / math.sqrt(math.pi) * np.exp(-x * x)},
+        "logsigmoid": {"derivative": lambda x, p: _sig(-x),
+                       "extreme_source": f"{TF_API}tf/math/log_sigmoid: 'For numerical stability, we use "
+                                         "y = -tf.nn.softplus(-x)'",
+                       "nonfinite": _formula_at_inf(logsigmoid, (_INF, 0.0), (-_INF, -_INF))},
+        # tanh-gelu's formula has 0.044715 x**3
+        "gelu": {"params": each(approximate=("none", "tanh")), "derivative": _gelu_d, "cancellation": _gelu_cancellation,
+                 "magnitude": lambda p: "cube" if p.get("approximate") == "tanh" else "linear"},
+        "silu": {"derivative": lambda x, p: _sig(x) * (1 + x * _sig(-x)), "cancellation": _silu_cancellation},
+        "mish": {"derivative": _mish_d, "cancellation": _mish_cancellation},
+        "tanhshrink": {"derivative": lambda x, p: np.tanh(x) ** 2},
+        "square": {"derivative": lambda x, p: 2 * x, "magnitude": "square"},
+        "cube": {"derivative": lambda x, p: 3 * x * x, "magnitude": "cube"},
+        "sqrt_c": {"params": each(c=_C), "derivative": lambda x, p: x / np.sqrt(x * x + p["c"]), "magnitude": "square"},
+        "log_c": {"params": each(c=_C), "derivative": lambda x, p: 2 * x / (x * x + p["c"]), "magnitude": "square"},
+        # x**3 in its derivative's |x|**-3: -x (x**2 + c)**-1.5
+        "rsqrt_c": {"params": each(c=_C), "derivative": lambda x, p: -x / (x * x + p["c"]) / np.sqrt(x * x + p["c"]),
+                    "magnitude": "cube"},
+        "log1p_sq": {"derivative": lambda x, p: 2 * x / (1 + x * x), "magnitude": "square"},
+        # (x**2 + c)**p: its limit depends on p (edges.largest_magnitude)
+        "pow_c": {"params": each(p=(0.5, -0.5, 1.5, -1.5, 0.25), c=_C),
+                  "derivative": lambda x, p: 2 * p["p"] * x * (x * x + p["c"]) ** (p["p"] - 1), "magnitude": "pow"},
+        "exp_tanh": {"params": each(k=(1.0, 0.5, 2.0, 4.0)),
+                     "derivative": lambda x, p: p["k"] * _sech2(x) * np.exp(p["k"] * np.tanh(x))},
+    })

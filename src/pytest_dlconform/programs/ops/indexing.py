@@ -29,6 +29,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape
+from ..records import OpRecord, with_classes
 from .common import _lst, _norm_axis, _rank_at_least
 
 SEED_MAX: Final = 2**16
@@ -276,3 +277,19 @@ def _indexing_ops() -> list[OpSpec]:
                _embedding_tf, _embedding_ref, _rank_at_least(1), _embedding_plan, lambda bs, ss, p: bs[0],
                _embedding_lip, extras=_embedding_extras, composable=False),
     ]
+
+
+def indexing_records() -> list[OpRecord]:
+    """Indexing with accumulation. Parameter classes: ``index_put``'s ``accumulate`` False
+    (default; distinct indices, the only documented case) and True (repeated indices add);
+    ``index_add``'s ``alpha`` 1 (default), 0.5, -2 and dims -1 and 0; ``scatter_add``'s dims;
+    ``embedding`` with a 1-D and a 2-D index tensor, TensorFlow through
+    ``tf.nn.embedding_lookup`` and ``tf.gather`` (``padding_idx``, ``scale_grad_by_freq`` and
+    ``sparse``, whose gradients are not the function's derivative by documentation, are checked
+    in suites/autodiff/test_documented_gradients.py)."""
+    return with_classes(_indexing_ops(), {
+        "scatter_add": [{"dim": -1}, {"dim": 0}],
+        "index_add": [{"dim": -1, "alpha": 1.0}, {"dim": 0, "alpha": 0.5}, {"dim": -1, "alpha": -2.0}],
+        "index_put": [{"accumulate": False}, {"accumulate": True}],
+        "embedding": [{"ids_shape": (5,), "tf_api": "embedding_lookup"}, {"ids_shape": (2, 3), "tf_api": "gather"}],
+    })

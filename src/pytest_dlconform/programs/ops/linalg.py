@@ -15,6 +15,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, LipFn, OpSpec, Params, PlanFn, Shape, Template
+from ..records import OpRecord, Pick, each, records
 from .common import _choices, _jacobian_norm, _no_params, _rank_at_least, _square
 
 
@@ -120,3 +121,19 @@ def _linalg_ops() -> list[OpSpec]:
                lambda draw, s, b: {"offset": draw(st.integers(1 - s[0][-2], s[0][-1] - 1))},
                lambda bs, ss, p: bs[0], lambda xs, out, p, ws: ((1.0,), 0.0)),
     ]
+
+
+def _dominance(frac: float) -> Pick:
+    """The perturbation's scale ``frac / n`` for the matrix side n of the program's input."""
+    return Pick(f"{frac}/n", lambda s: _dd_scale(s[0][-1], frac))
+
+
+def linalg_records() -> list[OpRecord]:
+    """The matrix ops; diagonally dominant inputs at several strengths of the perturbation."""
+    dominance = {"params": each(s=tuple(_dominance(f) for f in (0.5, 0.25, 0.75, 0.875)))}
+    return records(_linalg_ops(), {
+        "det_dd": dominance, "logdet_dd": dominance, "inv_dd": dominance, "solve_dd": dominance,
+        "cholesky_spd": {"params": each(c=(1.0, 0.5, 2.0))},
+        "trisolve": {"params": each(c=(1.0, 0.5, 2.0), adjoint=(False, True))},
+        "diagonal": {"params": each(offset=(0, 1, -1)), "linear": True}, "trace": {"linear": True},
+    })

@@ -34,6 +34,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape, _amax
+from ..records import OpRecord, with_classes
 from .pooling import valid_plan
 
 REDUCTIONS: Final = ("mean", "sum", "none")
@@ -364,9 +365,12 @@ def _cycle(**options: Sequence[Any]) -> list[dict[str, Any]]:
     return [{k: v[i % len(v)] for k, v in options.items()} for i in range(n)]
 
 
-#: Parameter classes (samples.py): torch's defaults first (mean, no smoothing, no ignored
-#: class, no weights; huber delta 1, smooth L1 beta 1), then each other value.
-PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
+
+def loss_records() -> list[OpRecord]:
+    """The losses, with cross-entropy's cancellation terms. Parameter classes: torch's defaults
+    first (mean, no smoothing, no ignored class, no weights; huber delta 1, smooth L1 beta 1),
+    then each other value."""
+    return with_classes(_loss_ops(), {
     "cross_entropy": [
         {"reduction": "mean", "label_smoothing": 0.0, "ignore_index": None, "weighted": False},
         {"reduction": "sum", "label_smoothing": 0.1, "ignore_index": None, "weighted": False},
@@ -393,7 +397,7 @@ PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
         {"reduction": "none", "pos_weight": False, "weight": True},
         {"reduction": "mean", "pos_weight": True, "weight": True},
     ],
-}
+    }, {"cross_entropy": {"cancellation": lambda xs, p, g: ce_gradient_term(xs[0], p) if g else ce_forward_term(xs[0], p)}})
 
 
 def ce_forward_term(x: Array, p: Params) -> float:

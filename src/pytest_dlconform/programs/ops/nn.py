@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..core import Array, Draw, OpSpec, Params, Shape
+from ..core import Array, Draw, OpSpec, Params, Shape, _amax
+from ..records import OpRecord, each, records
 from .common import _jacobian_norm, _lst, _rank_at_least
 
 
@@ -102,3 +103,25 @@ def _nn_ops() -> list[OpSpec]:
                extras=lambda p, s: {"normalized_shape": repr(s[0][len(s[0]) - p["k"]:]),
                                     "axes": _lst(range(len(s[0]) - p["k"], len(s[0])))}),
     ]
+
+
+def _layer_norm_cancellation(xs: Sequence[Array], p: Params, gradient: bool) -> float:
+    """``x - mean`` errs by ``n u max|x|`` and is divided by ``sigma = sqrt(var + eps)``, also
+    where the output is identically 0 (one normalised entry, L = 0); its backward's terms
+    ``(g - mean g) / sigma`` and ``y mean(g y) / sigma`` are of size ``|g| / sigma``, and the
+    ``y`` in the second (twice: ``y`` and ``mean(g y)``) carries the forward's
+    ``n u max|x| / sigma``: ``2n (1 + max|x| / sigma) / sigma`` (torch float32, n = 2,
+    eps = 0.25, |x| ~ 29, sigma = 5.5: 1.7e-8 where ``2n / sigma`` allowed 1.2e-8, the two
+    terms cancelling to ``eps / sigma**2`` of their size)."""
+    x = xs[0]
+    axes = tuple(range(x.ndim - p["k"], x.ndim))
+    n = int(np.prod([x.shape[a] for a in axes]))
+    sigma = float(np.min(np.sqrt(np.var(x, axis=axes) + p["eps"])))
+    return n * (2.0 * (1.0 + _amax(x) / sigma) if gradient else _amax(x)) / sigma
+
+
+def nn_records() -> list[OpRecord]:
+    """Convolution, pooling and layer norm in their composable form."""
+    return records(_nn_ops(), {"conv2d": {"params": each(stride=(1, 2)), "linear": True},
+                               "avg_pool2d": {"params": each(stride=(1, 2)), "linear": True},
+                               "layer_norm": {"params": each(eps=(1e-5, 1e-3, 0.25)), "cancellation": _layer_norm_cancellation}})

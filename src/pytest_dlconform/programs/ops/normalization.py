@@ -22,12 +22,12 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape
+from ..records import OpRecord, with_classes
 from .common import _lst
 from .convolution import _hint_channels
 from .hints import _hint_image
 from .pooling import valid_plan
 
-NORM_OPS: Final = ("batch_norm", "group_norm", "instance_norm")
 _EPS: Final = (1e-5, 1e-3, 0.25)
 
 
@@ -144,54 +144,24 @@ def _normalization_ops() -> list[OpSpec]:
     ]
 
 
-def _family_b_ops() -> list[OpSpec]:
-    """The op families of issue 12 part B, in table order (each with its own input hint, so
-    they join the table after ``_with_hints``): pooling, convolution, losses, attention,
-    normalisation."""
-    from .attention import _attention_ops
-    from .convolution import _convolution_ops
-    from .losses import _loss_ops
-    from .pooling import _pooling_ops
-
-    return _pooling_ops() + _convolution_ops() + _loss_ops() + _attention_ops() + _normalization_ops()
-
-
 def _cycle(**options: Sequence[Any]) -> list[dict[str, Any]]:
     n = max(len(v) for v in options.values())
     return [{k: v[i % len(v)] for k, v in options.items()} for i in range(n)]
 
 
-#: Parameter classes (samples.py) of every part-B op: torch's defaults first (eps 1e-5,
-#: momentum 0.1), Keras's epsilon default 1e-3, and a large eps.
-FAMILY_B_PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
-    "batch_norm": _cycle(eps=_EPS, momentum=(0.1, 0.5)),
-    "group_norm": _cycle(num_groups=(1, 2), eps=_EPS),
-    "instance_norm": _cycle(eps=_EPS),
-}
+def _cancellation(name: str) -> Any:
+    return lambda xs, p, gradient: cancellation(name, xs[0], p, gradient)
 
 
-def _merge_params() -> None:
-    from .attention import PARAMS as attention
-    from .convolution import PARAMS as convolution
-    from .losses import PARAMS as losses
-    from .pooling import PARAMS as pooling
-
-    FAMILY_B_PARAMS.update({**pooling, **convolution, **losses, **attention})
-
-
-_merge_params()
+def normalization_records() -> list[OpRecord]:
+    """The normalisations with batch statistics. Parameter classes: torch's defaults first
+    (eps 1e-5, momentum 0.1), Keras's epsilon default 1e-3, and a large eps."""
+    return with_classes(_normalization_ops(), {
+        "batch_norm": _cycle(eps=_EPS, momentum=(0.1, 0.5)),
+        "group_norm": _cycle(num_groups=(1, 2), eps=_EPS),
+        "instance_norm": _cycle(eps=_EPS),
+    }, {name: {"cancellation": _cancellation(name)} for name in ("batch_norm", "group_norm", "instance_norm")})
 
 
-def _cancellations() -> dict[str, Any]:
-    from .attention import sdpa_gradient_term
-    from .losses import ce_forward_term, ce_gradient_term
-
-    out: dict[str, Any] = {name: (lambda xs, p, g, name=name: cancellation(name, xs[0], p, g)) for name in NORM_OPS}
-    out["cross_entropy"] = lambda xs, p, g: ce_gradient_term(xs[0], p) if g else ce_forward_term(xs[0], p)
-    out["sdpa"] = lambda xs, p, g: sdpa_gradient_term(xs, p) if g else 0.0
-    return out
-
-
-#: name -> (inputs, params, gradient) -> the rounding the op's Lipschitz constant does not see,
-#: in units of u (per unit tangent for the gradient): programs.errors._cancellation adds it.
-CANCELLATION: Final[dict[str, Any]] = _cancellations()
+#: The ops whose float16 range check reads :func:`min_variance`.
+NORM_OPS: Final = tuple(s.name for s in _normalization_ops())

@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape, _amax
-from .common import _draw_axis, _draw_dims, _lst, _norm_axis, _rank_at_least, _unary
+from ..records import OpRecord, with_classes
+from .common import DIMS, _draw_axis, _draw_dims, _lst, _norm_axis, _rank_at_least, _unary
 
 #: The separation of the ordered values: entries of x + K R differ by >= K - 2 * INPUT_MAX.
 K: Final = 256.0
@@ -233,3 +235,21 @@ def _ordering_ops() -> list[OpSpec]:
                # per row, exclusive and reverse), where the divergence is pinned to the zero entries.
                kinks=lambda p: (0.0,), composable=False),
     ]
+
+
+def ordering_records() -> list[OpRecord]:
+    """Sorting, top-k, max/min over dims and cumulative products. Parameter classes:
+    ``sort_sep``'s ``descending`` and ``stable`` each way, dim -1 (default) and 0;
+    ``topk_sep``'s ``k`` 1 and 2, ``largest`` and ``sorted`` each way; amax/amin take the
+    reductions' dims classes; ``cumprod``'s dim and TensorFlow's ``exclusive`` and ``reverse``."""
+    records = with_classes(_ordering_ops(), {
+        "sort_sep": [{"axis": -1, "descending": False, "stable": False}, {"axis": 0, "descending": True, "stable": True},
+                     {"axis": -1, "descending": True, "stable": False}],
+        "topk_sep": [{"axis": -1, "k": 1, "largest": True, "sorted": True},
+                     {"axis": 0, "k": 2, "largest": False, "sorted": True},
+                     {"axis": -1, "k": 2, "largest": True, "sorted": False}],
+        "cumprod": [{"axis": -1, "exclusive": False, "reverse": False},
+                    {"axis": 0, "exclusive": True, "reverse": False},
+                    {"axis": -1, "exclusive": False, "reverse": True}, {"axis": 0, "exclusive": True, "reverse": True}],
+    })
+    return [replace(r, params=DIMS) if r.name in ("amax_sep", "amin_sep") else r for r in records]

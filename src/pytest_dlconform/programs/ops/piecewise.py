@@ -6,12 +6,15 @@ They only ever read input registers, and :func:`~..inputs.make_inputs` keeps tho
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Final
 
 import numpy as np
 
 from ..core import Array, OpSpec, Params, PlanFn, Shape, Template
+from ..derivatives import SELU_ALPHA, SELU_SCALE, _hardswish_d, _sig
+from ..records import BOTH, IEEE_FORMULA, TF_API, TORCH_API, OpRecord, each, param_class, records
 from .common import _choices, _no_params
 from .elementwise import _elementwise
 
@@ -90,3 +93,106 @@ def _piecewise_ops() -> list[OpSpec]:
                    "{a} * tf.nn.relu6({a} + 3.0) / 6.0", lambda b, p: b, lambda p: (-3.0, 3.0)),
         _piecewise("abs", lambda x, p: np.abs(x), "torch.abs({a})", "tf.math.abs({a})", lambda b, p: b, zero),
     ]
+
+
+_INF: Final = math.inf
+Rows = list[tuple[float, float, tuple[str, ...], str]]
+
+
+def _at_inf(formula: str, up: float, down: float | Callable[[Params], float]) -> Callable[[Params], Rows]:
+    """The documented formula at +inf and -inf, both frameworks."""
+    src = f"{IEEE_FORMULA}: {formula}"
+    return lambda p: [(_INF, up, BOTH, src), (-_INF, down(p) if callable(down) else down, BOTH, src)]
+
+
+def _clip_rule(low: Callable[[Params], float | None]) -> Callable[[Params, float], int]:
+    """Flat outside, linear inside: convex at the lower kink (rule 2), concave at the upper (3)."""
+    return lambda p, k: 2 if k == low(p) else 3
+
+
+def _clip_sides(low: Callable[[Params], float | None], slope: float) -> Callable[[Params, float], tuple[float, float]]:
+    return lambda p, k: (0.0, slope) if k == low(p) else (slope, 0.0)
+
+
+def _elu_rule(p: Params, k: float) -> int:
+    if p["alpha"] == 1.0:
+        return 1  # C1 at 0: both one-sided derivatives are 1
+    return 2 if p["alpha"] < 1 else 4  # slopes alpha < 1: a convex left piece
+
+
+def _hardtanh_inf(p: Params) -> Rows:
+    return [(_INF, p.get("max_val", 1.0), BOTH, f"{IEEE_FORMULA}: max_val if x > max_val; {TF_API}"
+             "tf/clip_by_value: 'Any values greater than clip_value_max are set to clip_value_max'"),
+            (-_INF, p.get("min_val", -1.0), BOTH, f"{IEEE_FORMULA}: min_val if x < min_val; {TF_API}"
+             "tf/clip_by_value: 'Any values less than clip_value_min are set to clip_value_min'")]
+
+
+def _softplus_inf(p: Params) -> Rows:
+    return [(_INF, _INF, BOTH, f"{TORCH_API}torch.nn.Softplus.html: reverts to the linear function when input x beta "
+             "> threshold"), (-_INF, 0.0, BOTH, f"{IEEE_FORMULA}: log(1 + exp(beta x)) / beta")]
+
+
+def piecewise_records() -> list[OpRecord]:
+    """The piecewise ops with their derivatives, kink conventions and values at +-inf."""
+    leaky = "x if x >= 0, slope * x otherwise"
+    celu = "max(0, x) + min(0, alpha (exp(x / alpha) - 1))"
+    min_val = lambda p: p.get("min_val")
+    return records(_piecewise_ops(), {
+        "relu": {"piecewise_linear": True, "derivative": lambda x, p: np.where(x > 0, 1.0, 0.0), "kink_rule": lambda p, k: 2,
+                 "one_sided": lambda p, k: (0.0, 1.0), "nonfinite": _at_inf("max(0, x)", _INF, 0.0)},
+        "leaky_relu": {"piecewise_linear": True, "params": each(negative_slope=(0.125, 0.25, 0.5, 0.0625)),
+                       "derivative": lambda x, p: np.where(x > 0, 1.0, p["negative_slope"]),
+                       "kink_rule": lambda p, k: 2, "one_sided": lambda p, k: (p.get("negative_slope", 0.0), 1.0),
+                       "nonfinite": _at_inf(leaky, _INF, -_INF)},
+        "elu": {"params": each(alpha=(1.0, 0.5, 1.5)),
+                "derivative": lambda x, p: np.where(x > 0, 1.0, p["alpha"] * np.exp(np.minimum(x, 0.0))),
+                "kink_rule": _elu_rule, "one_sided": lambda p, k: (p.get("alpha", 1.0), 1.0),
+                "extreme_source": f"{TF_API}tf/nn/elu: example tf.nn.elu(-1000.0) = -1.0",
+                "nonfinite": lambda p: [(_INF, _INF, BOTH, f"{IEEE_FORMULA}: x if x > 0"),
+                                        (-_INF, -p.get("alpha", 1.0), BOTH, f"{IEEE_FORMULA}: alpha (exp(x) - 1)")]},
+        # the slope drops at 0 with a convex left piece: neither rule 2 nor 3
+        "selu": {"derivative": lambda x, p: SELU_SCALE * np.where(x > 0, 1.0, SELU_ALPHA * np.exp(np.minimum(x, 0.0))),
+                 "kink_rule": lambda p, k: 4, "one_sided": lambda p, k: (SELU_SCALE * SELU_ALPHA, SELU_SCALE),
+                 "nonfinite": lambda p: [(_INF, _INF, BOTH, f"{IEEE_FORMULA}: scale x"),
+                                         (-_INF, -SELU_SCALE * SELU_ALPHA, BOTH,
+                                          f"{IEEE_FORMULA}: scale alpha (exp(x) - 1)")]},
+        "celu": {"params": each(alpha=(1.0, 0.5, 2.0)),
+                 "derivative": lambda x, p: np.where(x > 0, 1.0, np.exp(np.minimum(x, 0.0) / p["alpha"])),
+                 "kink_rule": lambda p, k: 1, "one_sided": lambda p, k: (1.0, 1.0),
+                 "nonfinite": _at_inf(celu, _INF, lambda p: -p.get("alpha", 1.0))},
+        # Thresholds 20 (default), 1 and 5: inputs fall on both sides of beta * x = threshold.
+        # Linear above beta x = threshold, softplus (derivative sigmoid(beta x)) up to it.
+        "softplus": {"params": (param_class(beta=1.0, threshold=20.0), param_class(beta=0.5, threshold=1.0),
+                                param_class(beta=2.0, threshold=5.0)),
+                     "derivative": lambda x, p: np.where(p["beta"] * x > p["threshold"], 1.0, _sig(p["beta"] * x)),
+                     "kink_rule": lambda p, k: 4, "one_sided": lambda p, k: (float(_sig(np.array(p["beta"] * k))), 1.0),
+                     "kink_exact": False,  # log1p(exp(threshold)) / beta, rounded
+                     "extreme_source": f"{TORCH_API}torch.nn.Softplus.html: 'For numerical stability the "
+                                       "implementation reverts to the linear function when input x beta > threshold'",
+                     "nonfinite": _softplus_inf},
+        # torch's softsign is input / (input.abs() + 1), differentiated op by op: the tangent
+        # rule sums terms of these sizes, which cancel (1 / (1 + |x|) - |x| / (1 + |x|)**2).
+        "softsign": {"derivative": lambda x, p: 1 / (1 + np.abs(x)) ** 2, "tangent_terms": lambda x: 2 / (1 + np.abs(x)),
+                     "kink_rule": lambda p, k: 1, "one_sided": lambda p, k: (1.0, 1.0)},
+        "hardtanh": {"piecewise_linear": True,
+                     "params": (param_class(min_val=-1.0, max_val=1.0), param_class(min_val=-2.0, max_val=0.5),
+                                param_class(min_val=-0.5, max_val=2.0)),
+                     "derivative": lambda x, p: np.where((x > p["min_val"]) & (x < p["max_val"]), 1.0, 0.0),
+                     "kink_rule": _clip_rule(min_val), "one_sided": _clip_sides(min_val, 1.0),
+                     "nonfinite": _hardtanh_inf},
+        "relu6": {"piecewise_linear": True, "derivative": lambda x, p: np.where((x > 0) & (x < 6), 1.0, 0.0),
+                  "kink_rule": _clip_rule(lambda p: 0.0), "one_sided": _clip_sides(lambda p: 0.0, 1.0),
+                  "nonfinite": _at_inf("min(max(0, x), 6)", 6.0, 0.0)},
+        "hardsigmoid": {"piecewise_linear": True, "derivative": lambda x, p: np.where((x > -3) & (x < 3), 1 / 6, 0.0),
+                        "kink_rule": _clip_rule(lambda p: -3.0), "one_sided": _clip_sides(lambda p: -3.0, 1 / 6),
+                        "nonfinite": lambda p: [(_INF, 1.0, BOTH, f"{IEEE_FORMULA}: 1 if x >= 3"),
+                                                (-_INF, 0.0, BOTH, f"{IEEE_FORMULA}: 0 if x <= -3")]},
+        # TensorFlow's hardswish here is x * relu6(x + 3) / 6, which is -inf * 0 at -inf: undefined.
+        "hardswish": {"derivative": _hardswish_d, "kink_rule": lambda p, k: 4,
+                      "one_sided": lambda p, k: (0.0, -0.5) if k == -3.0 else (1.5, 1.0),
+                      "nonfinite": lambda p: [(_INF, _INF, BOTH, f"{IEEE_FORMULA}: x if x >= 3"),
+                                              (-_INF, 0.0, ("torch",), f"{IEEE_FORMULA}: 0 if x <= -3")]},
+        "abs": {"piecewise_linear": True, "derivative": lambda x, p: np.sign(x), "kink_rule": lambda p, k: 2,
+                "one_sided": lambda p, k: (-1.0, 1.0),
+                "nonfinite": _at_inf("|x|", _INF, _INF)},
+    })

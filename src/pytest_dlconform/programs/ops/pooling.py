@@ -39,6 +39,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, PlanFn, RefFn, Shape
+from ..records import OpRecord, with_classes
 from .hints import _hint_image
 
 #: The separation of the pooled values: entries of x + K R differ by >= K - 2 * INPUT_MAX.
@@ -177,7 +178,7 @@ def _max_pool_tf(p: Params, shapes: Sequence[Shape]) -> str:
     # Explicit paddings as tf.pad with -inf: tf.nn.max_pool2d's own explicit padding runs
     # forward and backward, but forward mode (ForwardAccumulator) raises "Attr 'padding' of
     # 'MaxPoolGradGrad' Op passed string 'EXPLICIT' not in: "SAME", "VALID"" (TF 2.21, a
-    # finding; the report of issue 12 part B has its script).
+    # finding: docs/findings.md).
     padded = f"tf.pad({v}, {_paddings(shapes[0], p, d)}, constant_values=float('-inf'))"
     if d == 1:
         return _nhwc(f"tf.nn.max_pool2d({padded}, ksize={k}, strides={s}, padding='VALID')")
@@ -275,9 +276,12 @@ def _pooling_ops() -> list[OpSpec]:
     ]
 
 
-#: Parameter classes (samples.py): every documented parameter at its default and other values;
-#: torch's default stride is the kernel size, TensorFlow's 'SAME' is the 3x3 stride-1 padding-1 class.
-PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
+
+def pooling_records() -> list[OpRecord]:
+    """The pooling ops. Parameter classes: every documented parameter at its default and other
+    values; torch's default stride is the kernel size, TensorFlow's 'SAME' is the 3x3 stride-1
+    padding-1 class."""
+    return with_classes(_pooling_ops(), {
     "max_pool2d": [
         {"kernel": (2, 2), "stride": 2, "padding": 0, "dilation": 1, "ceil_mode": False},
         {"stride": 1, "padding": 0, "dilation": 1, "ceil_mode": False},
@@ -298,4 +302,4 @@ PARAMS: Final[dict[str, list[dict[str, Any]]]] = {
         {"stride": 2, "padding": 0, "ceil_mode": True, "count_include_pad": True, "divisor_override": None},
         {"stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": True, "divisor_override": 5},
     ],
-}
+    })

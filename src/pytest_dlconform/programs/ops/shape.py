@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, PlanFn, Shape, Template
+from ..records import OpRecord, each, param_class, records
 from .common import _any, _axes_extra, _draw_axis, _draw_dims, _lst, _rank_at_least, _unary
 
 
@@ -138,3 +139,11 @@ def _concat_plan(draw: Draw, shapes: Sequence[Shape], bounds: Sequence[float]) -
     differ = [d for d, (x, y) in enumerate(zip(a, b)) if x != y]
     axis = differ[0] if differ else draw(st.integers(0, len(a) - 1))
     return {"axis": axis - len(a) if draw(st.booleans()) else axis}
+
+
+def shape_records() -> list[OpRecord]:
+    """The data-movement ops (all linear); gather's repeated indices make its gradient accumulate."""
+    classes = {"slice": each(step=(1, 2, 3)), "gather": (param_class(), param_class(indices=(0, 0)))}
+    specs = _shape_ops()
+    return records(specs, {s.name: {"linear": True, **({"params": classes[s.name]} if s.name in classes else {})}
+                           for s in specs})
