@@ -700,7 +700,7 @@ def _evidence_text(ev: Mapping[str, Any], reason: str) -> str:
     if len(checks) > MAX_CHECK_LINES:
         # The worst margins first; a held test with a hundred checks (a DDP run, a polynomial's
         # every point) is a screenful that says "within bounds" a hundred times.
-        ranked = sorted(checks, key=lambda n: -_margin_key(checks[n]))
+        ranked = sorted(checks, key=lambda n: -_check_margin(checks[n]))
         shown = {n: checks[n] for n in ranked[:MAX_CHECK_LINES]}
     for name, c in shown.items():
         if not isinstance(c, Mapping):
@@ -721,14 +721,9 @@ def _evidence_text(ev: Mapping[str, Any], reason: str) -> str:
 MAX_CHECK_LINES = 3
 
 
-def _margin_key(check: Any) -> float:
-    margin = check.get("margin") if isinstance(check, Mapping) else None
-    if margin == "inf" or margin == float("inf"):
-        return math.inf
-    try:
-        return float(margin)
-    except (TypeError, ValueError):
-        return -1.0
+def _check_margin(check: Any) -> float:
+    """A check's margin for ranking (a plain value, not a check, ranks last)."""
+    return _margin_key(check.get("margin")) if isinstance(check, Mapping) else -math.inf
 
 
 def _note(key: str, value: Any) -> str:

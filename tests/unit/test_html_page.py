@@ -114,3 +114,14 @@ def test_failures_are_expanded_and_passing_evidence_is_one_line() -> None:
     line = re.search(r'<details id="t-0"><summary>(.*?)</summary>', evidence)
     assert line and "holds" in line.group(1) and "3 checks, worst margin 0.099" in line.group(1)
     assert "coverage: 6 combinations" in evidence and "&#x27;" not in evidence
+
+
+def test_the_margin_plot_lists_claims_worst_first() -> None:
+    """The log-scale plot of each claim's worst margin, worst first ("inf", a failed exact check, first of all)."""
+    page = html.render(full_scale_document(300))
+    plot = page[page.index('id="margin-plot"'):]
+    plot = plot[:plot.index("</svg>")]
+    titles = re.findall(r'<g class="pt"[^>]*><title>([^<]*)</title>', plot)
+    shown = [t.rsplit("worst margin ", 1)[1].split(",")[0] for t in titles]
+    values = [float("inf") if v == "inf" else float(v) for v in shown]
+    assert len(values) > 10 and values == sorted(values, reverse=True), shown
