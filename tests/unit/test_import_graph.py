@@ -30,7 +30,7 @@ PACKAGE = "pytest_dlconform"
 # the "pytest_dlconform." part; "" is the package's own __init__).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("", "exceptions", "evidence", "budgets", "determinism", "devices", "fingerprint", "claims",
-                    "report", "plots", "soak")),
+                    "report", "plots", "soak", "versions")),
     ("frameworks", ("frameworks", "fresh", "inputs")),
     ("harness", ("harness",)),
     ("programs", ("programs",)),
@@ -46,8 +46,6 @@ STANDALONE = ("findings",)
 
 # Upward edges the code has today, (importer, imported), each with why it is still there.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("frameworks.tensorflow", "settings"): "framework_version (package metadata) lives in settings; belongs lower",
-    ("frameworks.torch", "settings"): "framework_version (package metadata) lives in settings; belongs lower",
     ("programs.edges", "checks.numerics"): "SMALLEST_NORMAL/UNIT_ROUNDOFF are defined in checks.numerics",
     ("programs.errors", "checks.numerics"): "SMALLEST_NORMAL/UNIT_ROUNDOFF are defined in checks.numerics",
     ("programs.render", "checks.numerics"): "UNIT_ROUNDOFF is defined in checks.numerics",
@@ -57,8 +55,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
 
 # Circles the code has today, each as its full set of modules, with why it is still there.
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    frozenset({"settings", "shards", "compare", "divergences"}):
-        "settings validates --dl-shard with shards, which reads a report through compare; divergences reads settings",
     frozenset({"programs.program", "programs.errors", "programs.render", "programs.inputs", "programs.ops",
                "programs.ops.attention", "programs.ops.normalization"}):
         "Program's methods call render/errors/inputs, which take a Program; errors and ops name each other",
@@ -67,7 +63,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
                "checks.usermodel.artifacts", "checks.usermodel.distributed"}):
         "usermodels <-> session <-> checks/usermodel and the report writers the session calls, "
         "held together by function-local imports",
-    frozenset({"api_coverage", "api_ledger"}): "the API ledger and its coverage report read each other (function-local)",
 }
 
 
