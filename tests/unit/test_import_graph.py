@@ -49,8 +49,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("programs.edges", "checks.numerics"): "SMALLEST_NORMAL/UNIT_ROUNDOFF are defined in checks.numerics",
     ("programs.errors", "checks.numerics"): "SMALLEST_NORMAL/UNIT_ROUNDOFF are defined in checks.numerics",
     ("programs.render", "checks.numerics"): "UNIT_ROUNDOFF is defined in checks.numerics",
-    ("checks.usermodel.artifacts", "usermodels"): "a user's model factory is resolved by usermodels (function-local)",
-    ("checks.usermodel.distributed", "usermodels"): "a user's model factory is resolved by usermodels (function-local)",
 }
 
 # Circles the code has today, each as its full set of modules, with why it is still there.
@@ -59,10 +57,8 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
                "programs.ops.attention", "programs.ops.normalization"}):
         "Program's methods call render/errors/inputs, which take a Program; errors and ops name each other",
     frozenset({"usermodels", "session", "session.collection", "session.guard", "session.outcome", "session.workers",
-               "activation", "profiles", "coverage", "modes", "html", "checks.usermodel",
-               "checks.usermodel.artifacts", "checks.usermodel.distributed"}):
-        "usermodels <-> session <-> checks/usermodel and the report writers the session calls, "
-        "held together by function-local imports",
+               "activation", "profiles", "coverage", "modes", "html"}):
+        "usermodels <-> session and the report writers the session calls, held together by function-local imports",
 }
 
 
