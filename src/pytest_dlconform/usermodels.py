@@ -245,45 +245,10 @@ def known_frameworks(settings: Any) -> dict[str, str]:
     return {r: info[r] for r in refs}
 
 
-# ---------------------------------------------------------------- parametrization and fixture
+# ---------------------------------------------------------------- what a model test gets (session/)
 
 # The distribution strategies the model claims cover (step equivalence on 2 replicas/ranks).
 MODEL_STRATEGIES = {"torch": ("ddp", "fsdp"), "tensorflow": ("mirrored", "multi-worker")}
-
-
-def parametrize(metafunc: Any, run: Any) -> None:
-    """dl_model (and dl_strategy, where a test takes both): one test per registered model (x strategy).
-
-    No model registered: the tests are deselected, so a default run stays quiet and fast;
-    when --dl-claims was given, each is "not applicable" with :data:`NO_MODEL` instead,
-    since the user then asked for the claims by name."""
-    from .session import DESELECTED, SHORT
-
-    names = metafunc.fixturenames
-    settings = run.settings
-    models = [(fw, ref) for ref, fw in known_frameworks(settings).items()]
-    if not models:
-        explicit = "claims" in settings.sources
-        value: Any = ("", NO_MODEL_ID) if explicit else DESELECTED
-        ids = [NO_MODEL_ID if explicit else "deselected"]
-        if "dl_strategy" in names:
-            metafunc.parametrize(["dl_model", "dl_strategy"], [(value, DESELECTED if not explicit else ("", ""))],
-                                 ids=ids, indirect=True, scope="session")
-        else:
-            metafunc.parametrize("dl_model", [value], ids=ids, indirect=True, scope="session")
-        return
-    fws = [(fw, ref) for fw, ref in models if fw in settings.frameworks or fw not in run.installed]
-    if "dl_strategy" in names:
-        pairs = [((fw, ref), (fw, s)) for fw, ref in fws for s in settings.strategies_for(fw)
-                 if s in MODEL_STRATEGIES[fw]]
-        ids = [f"{ref}-{SHORT[fw]}-{s[1]}" for (fw, ref), s in pairs]
-        argvalues: list[Any] = [*pairs] or [(DESELECTED, DESELECTED)]
-        metafunc.parametrize(["dl_model", "dl_strategy"], argvalues,
-                             ids=ids or ["deselected"], indirect=True, scope="session")
-        return
-    values: list[Any] = [*fws] or [DESELECTED]
-    metafunc.parametrize("dl_model", values, ids=[ref for _, ref in fws] or ["deselected"],
-                         indirect=True, scope="session")
 
 
 @dataclass
@@ -316,19 +281,6 @@ class ModelHandle:
 
     def describe(self) -> str:
         return f"{self.ref} ({self.framework}, {self.device})"
-
-
-def fixture(run: Any, param: Any, device_kind: str) -> ModelHandle:
-    from . import not_applicable
-
-    framework, ref = param
-    if not framework:
-        not_applicable(NO_MODEL)
-    run.framework_fixture(framework)  # configured framework; "not applicable" if not installed
-    from .frameworks import adapter
-
-    device = adapter(framework).device("cpu" if device_kind == "cpu" else "gpu")
-    return ModelHandle(ref, framework, device_kind, device, float(run.settings.timeout))
 
 
 def replace(um: UserModel, **changes: Any) -> UserModel:

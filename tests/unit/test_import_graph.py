@@ -56,9 +56,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset({"programs.program", "programs.errors", "programs.render", "programs.inputs", "programs.ops",
                "programs.ops.attention", "programs.ops.normalization"}):
         "Program's methods call render/errors/inputs, which take a Program; errors and ops name each other",
-    frozenset({"usermodels", "session", "session.collection", "session.guard", "session.outcome", "session.workers",
-               "activation", "profiles", "coverage", "modes", "html"}):
-        "usermodels <-> session and the report writers the session calls, held together by function-local imports",
 }
 
 
