@@ -184,8 +184,9 @@ def execute(out: Outcome, env: dict[str, str], timeout: float | None, mutant_log
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dlconform mutate", description=("The mutation score: run the shipped suites against deliberately broken "
-                     "frameworks (one mutant at a time) and count the mutants they kill."))
+    p = argparse.ArgumentParser(prog="dlconform mutate", description=(
+        "The mutation score: run the shipped suites against deliberately broken "
+        "frameworks (one mutant at a time) and count the mutants they kill."))
     p.add_argument("--area", action="append", default=[], metavar="A", help=f"only mutants of area A ({', '.join(AREAS)})")
     p.add_argument("--mutant", nargs="+", action="extend", default=[], metavar="NAME", help="only these mutants")
     p.add_argument("--sample", type=int, default=None, metavar="N", help="a random sample of N of the selected mutants")
