@@ -6,9 +6,10 @@ plugin, it stays out of runs that do not use it: until the run sets a ``--dl-*``
 (``@pytest.mark.claim``, or a test that uses one of the ``dl_*`` fixtures), it probes no
 hardware, prints no header, validates no framework and touches no hypothesis settings.
 
-Asked for up front (an option), the run is built at configure time, so a bad option is a
-usage error before collection. Otherwise it is built at the first claim test collected
-(or, on the xdist controller, which collects nothing, at the first claim test's report).
+Asked for up front (an option), the process's roles (session.start) are built at configure
+time, so a bad option is a usage error before collection. Otherwise they are built at the
+first claim test collected (or, on the xdist controller, which collects nothing, at the first
+claim test's report).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from . import settings as opts
 
 if TYPE_CHECKING:
-    from .session import Run
+    from .session import Process
 
 MARKERS = (
     "claim(id): the documented claim this test checks, an id 'area.topic.name' from the claim "
@@ -68,43 +69,18 @@ def is_claim_function(definition: Any) -> bool:
 
 
 class Activation:
-    """Holds the run once something asked for it; ``run`` is None while the plugin is inert."""
+    """Holds the process's roles once something asked for them; ``process`` is None while the plugin is inert."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.reason = asked(config)
-        self.run: Run | None = None
+        self.process: Process | None = None
         self.header_printed = False
         self.pending: BaseException | None = None  # a usage error met during collection
 
-    def ensure(self) -> Run:
-        if self.run is None:
-            from .session import Run
+    def ensure(self) -> Process:
+        if self.process is None:
+            from .session import start
 
-            _plan_lazy_worker(self.config)
-            self.run = Run.from_config(self.config)  # raises pytest.UsageError on a bad option
-        return self.run
-
-
-def _plan_lazy_worker(config: pytest.Config) -> None:
-    """An xdist worker whose controller was inert (it collects nothing, so it could not know
-    that claim tests would run) plans its own share as the controller would have: the same
-    discovery, the same split of cores and GPUs by worker index and count."""
-    wi = getattr(config, "workerinput", None)
-    if wi is None or "dlconform_kinds" in wi:
-        return
-    import tempfile
-    from types import SimpleNamespace
-
-    from . import devices
-    from .session import Run, settings_from_config
-
-    del config.workerinput  # type: ignore[attr-defined]  # plan as the controller, then be the worker
-    try:
-        planner = Run(config, settings_from_config(config))
-    finally:
-        config.workerinput = wi  # type: ignore[attr-defined]
-    node = SimpleNamespace(gateway=SimpleNamespace(id=str(wi.get("workerid", "gw0"))))
-    wi.update(planner.worker_input(node, n_workers=int(wi.get("workercount", 1))))
-    if devices.GPU_LOCK_KEY in wi:  # one lock for all workers of this run, not one per planner
-        wi[devices.GPU_LOCK_KEY] = os.path.join(tempfile.gettempdir(), f"dlconform-gpus-{wi.get('testrunuid', 'run')}.lock")
+            self.process = start(self.config)  # raises pytest.UsageError on a bad option
+        return self.process

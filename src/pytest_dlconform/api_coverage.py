@@ -1,8 +1,9 @@
 """The API ledger document: covered / uncovered / out of scope per namespace, its HTML table,
 and the diff between two ledgers (``dlconform coverage --api OLD.json NEW.json``).
 
-Pure functions of plain JSON (no framework import): :mod:`pytest_dlconform.api_ledger`
-enumerates and records in the processes that run tests; the controller calls :func:`build`.
+Pure functions of plain JSON (no framework import), and the table of the ledger's namespaces
+(:data:`NAMESPACES`): :mod:`pytest_dlconform.api_ledger` enumerates and records in the
+processes that run tests; the controller calls :func:`build`.
 Out-of-scope entries are data, ``api_out_of_scope.toml`` in this package: each names one API
 and gives a one-line reason (deprecated, needs hardware we lack, no documented behaviour to
 check); they show as "out of scope", never as "uncovered", unless a test calls them anyway.
@@ -15,11 +16,10 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from importlib import resources
 from typing import Any
-
-from .api_ledger import NAMESPACES, namespace_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,6 +31,68 @@ COVERED, UNCOVERED, OUT_OF_SCOPE = "covered", "uncovered", "out of scope"
 STATUSES = (COVERED, UNCOVERED, OUT_OF_SCOPE)
 NOT_OBSERVED = ("calls made in other processes (distributed rank programs, clusters, fresh-interpreter round trips) "
                 "or in threads other than the test's, and construction of classes implemented in C, are not seen")
+
+
+# ------------------------------------------------------------------ the namespaces of the ledger
+
+FUNCTION, CLASS, METHOD = "function", "class", "method"
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """One namespace of the ledger, as users spell it (``torch.nn.functional``)."""
+
+    name: str
+    framework: str  # the distribution whose version is recorded: tensorflow, keras, torch
+    area: str  # the claim area it mostly serves (a label of the report, not a filter)
+    path: str  # the import path of the object, ``module:attr.attr`` where it is an attribute
+    kinds: tuple[str, ...] = (FUNCTION, CLASS)
+    methods: bool = False  # entries are the public methods of the class at ``path``
+    names_from: str = ""  # a module whose ``__all__`` lists the names (a subset of the namespace's)
+    own_module: bool = False  # no ``__all__``: Python functions only where defined in the module itself
+    # Names the module imports for its own use and does not document as its API.
+    helpers: tuple[str, ...] = ()
+
+
+NAMESPACES: tuple[Namespace, ...] = (
+    Namespace("tf", "tensorflow", "execution", "tensorflow"),
+    Namespace("tf.nn", "tensorflow", "modules", "tensorflow:nn"),
+    Namespace("tf.math", "tensorflow", "modules", "tensorflow:math"),
+    Namespace("tf.data", "tensorflow", "data", "tensorflow:data"),
+    Namespace("tf.data.Dataset", "tensorflow", "data", "tensorflow:data.Dataset", kinds=(METHOD,), methods=True),
+    Namespace("tf.distribute", "tensorflow", "distributed", "tensorflow:distribute"),
+    Namespace("tf.saved_model", "tensorflow", "export", "tensorflow:saved_model"),
+    Namespace("tf.lite", "tensorflow", "export", "tensorflow:lite"),
+    Namespace("keras.layers", "keras", "modules", "keras.layers"),
+    Namespace("keras.optimizers", "keras", "modules", "keras.optimizers"),
+    Namespace("keras.losses", "keras", "modules", "keras.losses"),
+    Namespace("keras.mixed_precision", "keras", "precision", "keras.mixed_precision"),
+    Namespace("torch.nn", "torch", "modules", "torch.nn", kinds=(CLASS,)),
+    Namespace("torch.nn.functional", "torch", "modules", "torch.nn.functional", kinds=(FUNCTION,), own_module=True,
+              helpers=("handle_torch_function", "has_torch_function", "has_torch_function_unary",
+                       "has_torch_function_variadic")),
+    Namespace("torch.optim", "torch", "modules", "torch.optim"),
+    Namespace("torch.optim.lr_scheduler", "torch", "modules", "torch.optim.lr_scheduler"),
+    Namespace("torch.utils.data", "torch", "data", "torch.utils.data"),
+    Namespace("torch.distributed", "torch", "distributed", "torch.distributed",
+              names_from="torch.distributed.distributed_c10d"),  # the collectives and process groups
+    Namespace("torch.amp", "torch", "precision", "torch.amp"),
+    Namespace("torch.autograd", "torch", "autodiff", "torch.autograd"),
+    Namespace("torch.func", "torch", "autodiff", "torch.func"),
+    Namespace("torch.export", "torch", "export", "torch.export"),
+    Namespace("torch.onnx", "torch", "export", "torch.onnx"),
+    Namespace("torch.jit", "torch", "export", "torch.jit"),
+)
+
+
+def namespace_of(name: str) -> Namespace | None:
+    """The namespace a fully qualified API name belongs to (the longest matching one)."""
+    best = None
+    for ns in NAMESPACES:
+        inside = name.startswith(ns.name + ".") and "." not in name[len(ns.name) + 1:]
+        if inside and (best is None or len(ns.name) > len(best.name)):
+            best = ns
+    return best
 
 
 class LedgerError(ValueError):

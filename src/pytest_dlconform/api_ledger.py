@@ -1,9 +1,9 @@
 """The measured API ledger (``--dl-api-ledger PATH``): which public callables of the installed
 frameworks the claim tests really called.
 
-Two halves, both here because they share one table of names:
+Two halves, over the table of namespaces in :mod:`pytest_dlconform.api_coverage`:
 
-- the *catalog*: for each namespace in :data:`NAMESPACES` (``tf.nn``, ``torch.optim``,
+- the *catalog*: for each namespace in :data:`~pytest_dlconform.api_coverage.NAMESPACES` (``tf.nn``, ``torch.optim``,
   ``keras.layers``, ...) the public callables, read from the installed package itself
   (``__all__`` where the module defines it, else its public attributes; functions, builtins
   and classes; for a methods namespace such as ``tf.data.Dataset`` the class's public
@@ -42,58 +42,14 @@ from typing import Any
 
 import pytest
 
+from .api_coverage import CLASS, FUNCTION, METHOD, NAMESPACES, Namespace, namespace_of  # noqa: F401 - the table
+
 #: workeroutput key: an xdist worker's catalog and per-test records, as one JSON string.
 WORKER_KEY = "dlconform_api_ledger"
 PLUGIN_NAME = "dlconform-api-ledger"
 
-FUNCTION, CLASS, METHOD = "function", "class", "method"
 
 
-@dataclass(frozen=True)
-class Namespace:
-    """One namespace of the ledger, as users spell it (``torch.nn.functional``)."""
-
-    name: str
-    framework: str  # the distribution whose version is recorded: tensorflow, keras, torch
-    area: str  # the claim area it mostly serves (a label of the report, not a filter)
-    path: str  # the import path of the object, ``module:attr.attr`` where it is an attribute
-    kinds: tuple[str, ...] = (FUNCTION, CLASS)
-    methods: bool = False  # entries are the public methods of the class at ``path``
-    names_from: str = ""  # a module whose ``__all__`` lists the names (a subset of the namespace's)
-    own_module: bool = False  # no ``__all__``: Python functions only where defined in the module itself
-    # Names the module imports for its own use and does not document as its API.
-    helpers: tuple[str, ...] = ()
-
-
-NAMESPACES: tuple[Namespace, ...] = (
-    Namespace("tf", "tensorflow", "execution", "tensorflow"),
-    Namespace("tf.nn", "tensorflow", "modules", "tensorflow:nn"),
-    Namespace("tf.math", "tensorflow", "modules", "tensorflow:math"),
-    Namespace("tf.data", "tensorflow", "data", "tensorflow:data"),
-    Namespace("tf.data.Dataset", "tensorflow", "data", "tensorflow:data.Dataset", kinds=(METHOD,), methods=True),
-    Namespace("tf.distribute", "tensorflow", "distributed", "tensorflow:distribute"),
-    Namespace("tf.saved_model", "tensorflow", "export", "tensorflow:saved_model"),
-    Namespace("tf.lite", "tensorflow", "export", "tensorflow:lite"),
-    Namespace("keras.layers", "keras", "modules", "keras.layers"),
-    Namespace("keras.optimizers", "keras", "modules", "keras.optimizers"),
-    Namespace("keras.losses", "keras", "modules", "keras.losses"),
-    Namespace("keras.mixed_precision", "keras", "precision", "keras.mixed_precision"),
-    Namespace("torch.nn", "torch", "modules", "torch.nn", kinds=(CLASS,)),
-    Namespace("torch.nn.functional", "torch", "modules", "torch.nn.functional", kinds=(FUNCTION,), own_module=True,
-              helpers=("handle_torch_function", "has_torch_function", "has_torch_function_unary",
-                       "has_torch_function_variadic")),
-    Namespace("torch.optim", "torch", "modules", "torch.optim"),
-    Namespace("torch.optim.lr_scheduler", "torch", "modules", "torch.optim.lr_scheduler"),
-    Namespace("torch.utils.data", "torch", "data", "torch.utils.data"),
-    Namespace("torch.distributed", "torch", "distributed", "torch.distributed",
-              names_from="torch.distributed.distributed_c10d"),  # the collectives and process groups
-    Namespace("torch.amp", "torch", "precision", "torch.amp"),
-    Namespace("torch.autograd", "torch", "autodiff", "torch.autograd"),
-    Namespace("torch.func", "torch", "autodiff", "torch.func"),
-    Namespace("torch.export", "torch", "export", "torch.export"),
-    Namespace("torch.onnx", "torch", "export", "torch.onnx"),
-    Namespace("torch.jit", "torch", "export", "torch.jit"),
-)
 #: Which run framework (--dl-framework) brings each catalog framework in.
 RUN_FRAMEWORK = {"tensorflow": "tensorflow", "keras": "tensorflow", "torch": "torch"}
 DISTRIBUTIONS = {"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel"),
@@ -125,16 +81,6 @@ def distribution_version(framework: str) -> str | None:
         except metadata.PackageNotFoundError:
             continue
     return None
-
-
-def namespace_of(name: str) -> Namespace | None:
-    """The namespace a fully qualified API name belongs to (the longest matching one)."""
-    best = None
-    for ns in NAMESPACES:
-        inside = name.startswith(ns.name + ".") and "." not in name[len(ns.name) + 1:]
-        if inside and (best is None or len(ns.name) > len(best.name)):
-            best = ns
-    return best
 
 
 def _resolve(path: str) -> Any:

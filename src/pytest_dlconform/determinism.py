@@ -11,7 +11,7 @@ computations with the frameworks' documented determinism switches on:
 - torch: ``torch.use_deterministic_algorithms(True)`` and
   ``torch.backends.cudnn.deterministic = True`` / ``benchmark = False``; cuBLAS needs
   ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` before its first call, which the run sets for GPU runs
-  (:data:`CUBLAS_ENV`, applied in session.Run).
+  (:data:`CUBLAS_ENV`, applied by session.plan.DevicePlan).
 
 Each switch is put back as it was afterwards, so the run's state-leak check stays quiet.
 No framework is imported here: only those already loaded are switched.

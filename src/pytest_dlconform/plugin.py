@@ -1,5 +1,7 @@
-"""pytest hooks, option registration and fixtures of pytest-dlconform. Thin on purpose:
-the logic lives in plain modules; no framework is imported when this module loads."""
+"""pytest hooks, option registration and fixtures of pytest-dlconform. Thin on purpose: each
+hook forwards to the role it belongs to (session.Controller: reports, matrix, files;
+session.Worker: collection, fixtures, each test's guard and verdict); no framework is
+imported when this module loads."""
 
 from __future__ import annotations
 
@@ -15,23 +17,30 @@ from .activation import MARKERS, Activation, is_claim_function
 from .strategies import dl_groups, dl_timeout  # noqa: F401 - fixtures, registered by being in this module
 
 if TYPE_CHECKING:  # the run's modules load when a run asks for dlconform, not with the plugin
-    from . import session as dlsession
+    from .session import Process, Worker
 
-KEY = pytest.StashKey["dlsession.Run"]()  # the run, once active
 ACTIVATION = pytest.StashKey[Activation]()
 
 
-def _active(config: pytest.Config) -> dlsession.Run | None:
-    """The run if something asked for dlconform, else None (the plugin is inert)."""
+def _active(config: pytest.Config) -> Process | None:
+    """This process's roles if something asked for dlconform, else None (the plugin is inert)."""
     act = config.stash.get(ACTIVATION, None)
-    return act.run if act is not None else None
+    return act.process if act is not None else None
 
 
-def _run(config: pytest.Config) -> dlsession.Run:
-    """The run, built now if this is the first thing that needs it."""
-    run = config.stash[ACTIVATION].ensure()
-    config.stash[KEY] = run
-    return run
+def _process(config: pytest.Config) -> Process:
+    """This process's roles, built now if this is the first thing that needs them."""
+    return config.stash[ACTIVATION].ensure()
+
+
+def _worker(config: pytest.Config) -> Worker:
+    """The role that runs tests, for a hook or fixture of a test."""
+    return _process(config).worker
+
+
+def _active_worker(config: pytest.Config) -> Worker | None:
+    process = _active(config)
+    return process.worker if process is not None else None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,11 +61,11 @@ def pytest_configure(config: pytest.Config) -> None:
     strategies.register_marker(config)
     act = config.stash[ACTIVATION] = Activation(config)
     if act.reason is not None and not config.getoption("dl_list_claims"):
-        _run(config)  # asked for up front: a bad option is a usage error before collection
-    if act.run is not None and act.run.settings.api_ledger:  # --dl-api-ledger: record calls (api_ledger.py)
+        _process(config)  # asked for up front: a bad option is a usage error before collection
+    if act.process is not None and act.process.settings.api_ledger:  # --dl-api-ledger: record calls (api_ledger.py)
         from .api_ledger import register
 
-        register(config, act.run.settings.api_ledger, act.run.settings.frameworks)
+        register(config, act.process.settings.api_ledger, act.process.settings.frameworks)
     config.pluginmanager.register(ReportHook(config), "dlconform-reports")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(act), "dlconform-xdist")
@@ -69,16 +78,17 @@ class XdistHooks:
         self.act = act
 
     def pytest_configure_node(self, node: Any) -> None:
-        if self.act.run is not None:  # inert: workers that meet a claim test decide for themselves
-            node.workerinput.update(self.act.run.worker_input(node))
+        process = self.act.process  # inert: workers that meet a claim test plan for themselves
+        if process is not None and process.controller is not None:
+            node.workerinput.update(process.controller.worker_input(node))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    run = _active(config)
-    if run is None:
+    process = _active(config)
+    if process is None or process.controller is None:
         return []
     config.stash[ACTIVATION].header_printed = True
-    return run.header_lines()
+    return process.controller.header_lines()
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
@@ -89,10 +99,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("dl_list_claims"):
         return None
     from .ledger import print_ledger
-    from .session import settings_from_config
 
     try:
-        settings = settings_from_config(config)
+        settings = opts.from_config(config)
     except pytest.UsageError as exc:
         config.get_terminal_writer().line(f"ERROR: {exc}", red=True)
         return int(pytest.ExitCode.USAGE_ERROR)
@@ -101,54 +110,54 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     act = metafunc.config.stash[ACTIVATION]
-    if act.run is None and not is_claim_function(metafunc.definition):
+    if act.process is None and not is_claim_function(metafunc.definition):
         return
     try:
-        run = _run(metafunc.config)
+        worker = _worker(metafunc.config)
     except pytest.UsageError as exc:  # raised again after collection, as a usage error
         act.pending = exc
         return
-    run.parametrize(metafunc)
+    worker.collection.parametrize(metafunc)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     act = config.stash[ACTIVATION]
     if act.pending is not None:
         raise act.pending
-    if act.run is None and not any(item.get_closest_marker("claim") for item in items):
+    if act.process is None and not any(item.get_closest_marker("claim") for item in items):
         return
-    run = _run(config)
+    worker = _worker(config)
     strategies.deselect_uncovered(config, items)  # before select: deselected tests are no claim tests of the run
-    run.select(config, items)
-    run.apply_budgets(items)
+    worker.collection.select(config, items)
+    worker.budget.apply(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    run = _active(session.config)
-    if run is not None:
-        run.configure_frameworks()
-        strategies.prepare_outer_cluster(session.items, run.logical_cpus, run.settings.timeout)
+    worker = _active_worker(session.config)
+    if worker is not None:
+        worker.fixtures.configure_frameworks()
+        strategies.prepare_outer_cluster(session.items, worker.logical_cpus, worker.settings.timeout)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
-    run = _active(item.config)
-    if run is None:
+    worker = _active_worker(item.config)
+    if worker is None:
         return (yield)
     from . import verdicts
 
-    with verdicts.phase_warnings(item, run):
+    with verdicts.phase_warnings(item, worker):
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    run = _active(item.config)
-    if run is None:
+    worker = _active_worker(item.config)
+    if worker is None:
         return (yield)
     from . import verdicts
 
-    with verdicts.phase_warnings(item, run), verdicts.bounded_shrinking(item, run):
+    with verdicts.phase_warnings(item, worker), verdicts.bounded_shrinking(item, worker):
         return (yield)
 
 
@@ -156,32 +165,32 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     """Inside every runtest_call wrapper (hypothesis's sets its node-id key there): key the
     claim test's hypothesis examples by its location-independent identity (Guard.pin_examples)."""
-    run = _active(pyfuncitem.config)
-    if run is not None:
-        run.pin_examples(pyfuncitem)
+    worker = _active_worker(pyfuncitem.config)
+    if worker is not None:
+        worker.guard.pin_examples(pyfuncitem)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
-    run = _active(item.config)
-    if run is None:
+    worker = _active_worker(item.config)
+    if worker is None:
         return (yield)
     from . import verdicts
 
-    with verdicts.phase_warnings(item, run):
+    with verdicts.phase_warnings(item, worker):
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    run = _active(item.config)
-    if run is None:
+    worker = _active_worker(item.config)
+    if worker is None:
         return (yield)
     from . import verdicts
 
-    with verdicts.phase_warnings(item, run):  # hypothesis's own makereport imports libcst on a failure
+    with verdicts.phase_warnings(item, worker):  # hypothesis's own makereport imports libcst on a failure
         report = yield
-    verdicts.annotate(run, item, call, report)
+    verdicts.annotate(worker, item, call, report)
     return report
 
 
@@ -195,36 +204,37 @@ def pytest_report_teststatus(report: Any, config: pytest.Config) -> tuple[str, s
 
 
 class ReportHook:
-    """Collects claim tests' verdicts from their reports (on the xdist controller too, which
+    """Hands claim tests' reports to the controller (on the xdist controller too, which
     collects nothing: its first claim report activates the run there)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        run = _active(self.config)
-        if run is None:
+        process = _active(self.config)
+        if process is None:
             from .results import is_claim_report
 
             if not is_claim_report(report):
                 return
             try:
-                run = _run(self.config)
+                process = _process(self.config)
             except pytest.UsageError:
                 return  # the worker that ran the test reported the problem
-        run.collector.add(report)
+        if process.controller is not None:  # an xdist worker's reports go to its controller
+            process.controller.add(report)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    run = _active(config)
-    if run is not None:
-        run.summarize(terminalreporter, header=not config.stash[ACTIVATION].header_printed)
+    process = _active(config)
+    if process is not None and process.controller is not None:
+        process.controller.summarize(terminalreporter, header=not config.stash[ACTIVATION].header_printed)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    run = _active(session.config)
-    if run is not None:
-        run.finish(session)
+    process = _active(session.config)
+    if process is not None and process.controller is not None:
+        process.controller.finish(session)
 
 
 # ---------------------------------------------------------------- fixtures
@@ -233,13 +243,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def dl_settings(pytestconfig: pytest.Config) -> opts.Settings:
     """The validated --dl-* settings of this run."""
-    return _run(pytestconfig).settings
+    return _process(pytestconfig).settings
 
 
 @pytest.fixture(scope="session")
 def dl_framework(request: pytest.FixtureRequest, dl_device: str) -> Any:
     """The framework adapter (TensorFlow or torch) this test instance runs on."""
-    return _run(request.config).framework_fixture(request.param)
+    return _worker(request.config).fixtures.framework(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -255,27 +265,25 @@ def dl_device(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def dl_strategy(request: pytest.FixtureRequest, dl_device: str) -> Any:
     """A distribution-strategy handle (framework, name, replicas, device kind)."""
-    return _run(request.config).strategy_fixture(request.param, dl_device)
+    return _worker(request.config).fixtures.strategy(request.param, dl_device)
 
 
 @pytest.fixture(scope="session")
 def dl_model(request: pytest.FixtureRequest, dl_device: str) -> Any:
     """A registered user model (--dl-model module:factory): see pytest_dlconform.usermodels."""
-    from . import usermodels
-
-    return usermodels.fixture(_run(request.config), request.param, dl_device)
+    return _worker(request.config).fixtures.model(request.param, dl_device)
 
 
 @pytest.fixture(scope="session")
 def tf(pytestconfig: pytest.Config, dl_device: str) -> Any:
     """The configured tensorflow module (logical devices and threads set before first use)."""
-    return _run(pytestconfig).framework_fixture("tensorflow").module
+    return _worker(pytestconfig).fixtures.framework("tensorflow").module
 
 
 @pytest.fixture(scope="session")
 def torch(pytestconfig: pytest.Config, dl_device: str) -> Any:
     """The configured torch module (threads limited per xdist worker)."""
-    return _run(pytestconfig).framework_fixture("torch").module
+    return _worker(pytestconfig).fixtures.framework("torch").module
 
 
 @pytest.fixture(scope="session")
@@ -290,15 +298,15 @@ def dl_tolerance() -> Any:
 def dl_seed(request: pytest.FixtureRequest) -> int:
     """This test's seed, from --dl-seed and the test's identity inside the package (not its
     install path: session.identity); printed on failure and stored in the report."""
-    return _run(request.config).test_seed(request.node)
+    return _worker(request.config).guard.test_seed(request.node)
 
 
 @pytest.fixture(autouse=True)
 def _dl_guard(request: pytest.FixtureRequest) -> Generator[None, None, None]:
     """Seeds, evidence and global-state restoration around each claim test."""
-    run = _active(request.config)
-    if run is None:  # inert: a host project's own test
+    worker = _active_worker(request.config)
+    if worker is None:  # inert: a host project's own test
         yield
         return
-    with run.guard(request.node), strategies.gpu_turn(request.node, run.gpu_lock):
+    with worker.guard.around(request.node), strategies.gpu_turn(request.node, worker.gpu_lock):
         yield

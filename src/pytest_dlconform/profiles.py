@@ -143,10 +143,10 @@ def of_run(config: object) -> tuple[str, int]:
     (the plugin stops the run with the usage error itself)."""
     import pytest
 
-    from .session import settings_from_config
+    from .settings import from_config
 
     try:
-        settings = settings_from_config(config)  # type: ignore[arg-type]
+        settings = from_config(config)  # type: ignore[arg-type]
     except pytest.UsageError:
         return "ci", 0
     return settings.profile, settings.seed

@@ -12,7 +12,12 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
+from typing import TYPE_CHECKING
+
+from .versions import FRAMEWORK_DISTRIBUTIONS, framework_version  # noqa: F401 - names of this module too
+
+if TYPE_CHECKING:
+    import pytest
 
 DEVICE = "device"
 FRAMEWORK = "framework"
@@ -46,11 +51,6 @@ PACKAGED_DIVERGENCES_VAR = "DLCONFORM_PACKAGED_DIVERGENCES"
 DEVICE_CHOICES = ("cpu", "gpu", "multi-gpu", "all", "auto")
 FRAMEWORK_CHOICES = ("tensorflow", "torch")
 FRAMEWORK_ALIASES = {"tf": "tensorflow", "pytorch": "torch"}
-# Which distribution package provides each framework: any of them counts as installed.
-FRAMEWORK_DISTRIBUTIONS = {
-    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel"),
-    "torch": ("torch",),
-}
 FRAMEWORK_INSTALL_HINT = {
     "tensorflow": "pip install 'pytest-dlconform[tensorflow]' (or tensorflow-cpu)",
     "torch": "pip install 'pytest-dlconform[torch]'",
@@ -163,16 +163,6 @@ class Settings:
 
 def installed_frameworks() -> tuple[str, ...]:
     return tuple(fw for fw in FRAMEWORK_CHOICES if framework_version(fw) is not None)
-
-
-def framework_version(framework: str) -> str | None:
-    """Version of an installed framework, read without importing it."""
-    for dist in FRAMEWORK_DISTRIBUTIONS[framework]:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 # A raw value and a phrase saying where it came from ("--dl-device", "DLCONFORM_DEVICE", ...).
@@ -354,6 +344,19 @@ def _models(raw: Raw | None) -> tuple[str, ...]:
     return tuple(refs)
 
 
+def from_config(config: pytest.Config) -> Settings:
+    """The settings of a pytest run (its ``--dl-*`` options, ``DLCONFORM_*`` variables and ``dl_*``
+    ini keys); a bad value is a ``pytest.UsageError``."""
+    import pytest
+
+    cli = {name: config.getoption(f"dl_{name}") for name in HELP}
+    ini = {name: config.getini(ini_key(name)) for name in HELP}
+    try:
+        return build(make_lookup(cli, os.environ, ini))
+    except SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def build(lookup: Lookup, installed: Sequence[str] | None = None) -> Settings:
     """Read and validate every option; raise SettingsError on the first bad one."""
     installed = installed_frameworks() if installed is None else tuple(installed)
@@ -411,13 +414,24 @@ def _examples_db(raw: Raw | None, profile_raw: Raw | None) -> str | None:
     return path
 
 
+def parse_shard(value: str) -> tuple[int, int]:
+    """``'I/N'`` as (I, N), 1 <= I <= N; ValueError with the problem and the fix otherwise."""
+    match = re.match(r"^\s*(\d+)\s*/\s*(\d+)\s*$", value)
+    if not match:
+        raise ValueError("not a shard I/N; pass e.g. 1/4 (shard 1 of 4; shards count from 1)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1:
+        raise ValueError("the number of shards must be at least 1; pass e.g. 1/4")
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index} of {count} does not exist; pass I/{count} with 1 <= I <= {count}")
+    return index, count
+
+
 def _shard(raw: Raw | None) -> tuple[int, int] | None:
     if raw is None:
         return None
-    from .shards import parse
-
     try:
-        return parse(raw[0])
+        return parse_shard(raw[0])
     except ValueError as exc:
         problem, _, fix = str(exc).partition("; ")
         raise _bad(SHARD, raw, problem, fix) from None

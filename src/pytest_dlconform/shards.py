@@ -29,33 +29,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .settings import parse_shard as parse  # noqa: F401 - the --dl-shard value, validated with the settings
+
 DURATIONS_SCHEMA = "pytest-dlconform/durations"
 DURATIONS_VERSION = 1
 DURATIONS_FILE = "durations.json"  # in the package
 MARKER = "dl_shard_group"
 ENV_KEY = "shard"  # the report's environment entry
-_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 DEFAULT_SECONDS = 1.0  # no durations at all
-
-
-def parse(value: str) -> tuple[int, int]:
-    """``'I/N'`` as (I, N), 1 <= I <= N; ValueError with the problem and the fix otherwise."""
-    match = _SPEC.match(value)
-    if not match:
-        raise ValueError("not a shard I/N; pass e.g. 1/4 (shard 1 of 4; shards count from 1)")
-    index, count = int(match.group(1)), int(match.group(2))
-    if count < 1:
-        raise ValueError("the number of shards must be at least 1; pass e.g. 1/4")
-    if not 1 <= index <= count:
-        raise ValueError(f"shard {index} of {count} does not exist; pass I/{count} with 1 <= I <= {count}")
-    return index, count
 
 
 def test_key(nodeid: str) -> str:

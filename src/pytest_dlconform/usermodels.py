@@ -34,36 +34,28 @@ Importing this module imports no framework.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import inspect
 import json
 import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
+
+from .checks.usermodel.factory import (  # noqa: F401 - a factory returns usermodels.UserModel
+    FIX_RETURN,
+    ModelError,
+    UserModel,
+    _kind,
+    _line,
+    as_user_model,
+    call_factory,
+    framework_of,
+    resolve,
+)
 
 ENTRY_POINT_GROUP = "pytest_dlconform.models"
 INFO_ENV = "DLCONFORM_MODEL_INFO"  # controller -> workers: {ref: framework}
 NO_MODEL = "no model registered: pass --dl-model module:factory"
 NO_MODEL_ID = "no-model"
-FIX_RETURN = ("return pytest_dlconform.usermodels.UserModel(model, make_inputs[, make_targets][, loss]) "
-              "or the tuple (model, make_inputs)")
-
-
-class ModelError(ValueError):
-    """A factory that cannot be used; the message is one line naming the factory and the fix."""
-
-
-@dataclass
-class UserModel:
-    """What a factory returns (see the module docstring)."""
-
-    model: Any
-    make_inputs: Callable[[int], Any]
-    make_targets: Callable[[int], Any] | None = None
-    loss: Callable[[Any, Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,78 +85,6 @@ def _where(reg: Registered) -> str:
 
 
 # ---------------------------------------------------------------- loading
-
-
-def resolve(ref: str) -> Callable[..., Any]:
-    """The factory named by ``module:attr``; the current directory is importable, as with ``python -m``."""
-    module_name, _, attr = ref.partition(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ModelError(f"module {module_name!r} does not import ({type(exc).__name__}: {_line(exc)}); "
-                         "make it importable from the current directory or install its package") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ModelError(f"module {module_name!r} has no attribute {attr!r}; name a factory function defined in it")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ModelError(f"{attr!r} is a {type(obj).__name__}, not callable; "
-                         f"name a function that builds the model and would {FIX_RETURN}")
-    return obj
-
-
-def call_factory(factory: Callable[..., Any], *, device: str, dtype: str) -> UserModel:
-    """Call the factory with the ``device``/``dtype`` keywords it accepts; check the result's shape."""
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        params = MappingProxyType({})  # a builtin or C callable: call it without arguments
-    wide = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in (("device", device), ("dtype", dtype)) if wide or k in params}
-    try:
-        made = factory(**kwargs)
-    except Exception as exc:
-        raise ModelError(f"the factory raised {type(exc).__name__}: {_line(exc)}; fix the factory "
-                         f"(it was called with {kwargs or 'no arguments'})") from None
-    return as_user_model(made)
-
-
-def as_user_model(made: Any) -> UserModel:
-    if isinstance(made, UserModel):
-        um = made
-    elif isinstance(made, tuple) and len(made) in (2, 3, 4):
-        um = UserModel(*made)
-    else:
-        raise ModelError(f"the factory returned {_kind(made)}; {FIX_RETURN}")
-    framework_of(um.model)
-    for name in ("make_inputs", "make_targets"):
-        fn = getattr(um, name)
-        if fn is not None and not callable(fn):
-            raise ModelError(f"{name} is {_kind(fn)}, not callable; pass a function seed -> arrays")
-    if um.loss is not None and not callable(um.loss):
-        raise ModelError(f"loss is {_kind(um.loss)}, not callable; pass a function (outputs, targets) -> scalar loss")
-    return um
-
-
-def framework_of(model: Any) -> str:
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(model, torch.nn.Module):
-        return "torch"
-    keras = sys.modules.get("keras")
-    if keras is not None and isinstance(model, keras.Model):
-        return "tensorflow"
-    raise ModelError(f"the model is {_kind(model)}, not a torch.nn.Module or a keras.Model; {FIX_RETURN}")
-
-
-def _kind(obj: Any) -> str:
-    return "None" if obj is None else f"a {type(obj).__module__}.{type(obj).__qualname__}"
-
-
-def _line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300] + ("..." if len(text) > 300 else "") or "(no message)"
 
 
 # ---------------------------------------------------------------- example data
@@ -325,45 +245,10 @@ def known_frameworks(settings: Any) -> dict[str, str]:
     return {r: info[r] for r in refs}
 
 
-# ---------------------------------------------------------------- parametrization and fixture
+# ---------------------------------------------------------------- what a model test gets (session/)
 
 # The distribution strategies the model claims cover (step equivalence on 2 replicas/ranks).
 MODEL_STRATEGIES = {"torch": ("ddp", "fsdp"), "tensorflow": ("mirrored", "multi-worker")}
-
-
-def parametrize(metafunc: Any, run: Any) -> None:
-    """dl_model (and dl_strategy, where a test takes both): one test per registered model (x strategy).
-
-    No model registered: the tests are deselected, so a default run stays quiet and fast;
-    when --dl-claims was given, each is "not applicable" with :data:`NO_MODEL` instead,
-    since the user then asked for the claims by name."""
-    from .session import DESELECTED, SHORT
-
-    names = metafunc.fixturenames
-    settings = run.settings
-    models = [(fw, ref) for ref, fw in known_frameworks(settings).items()]
-    if not models:
-        explicit = "claims" in settings.sources
-        value: Any = ("", NO_MODEL_ID) if explicit else DESELECTED
-        ids = [NO_MODEL_ID if explicit else "deselected"]
-        if "dl_strategy" in names:
-            metafunc.parametrize(["dl_model", "dl_strategy"], [(value, DESELECTED if not explicit else ("", ""))],
-                                 ids=ids, indirect=True, scope="session")
-        else:
-            metafunc.parametrize("dl_model", [value], ids=ids, indirect=True, scope="session")
-        return
-    fws = [(fw, ref) for fw, ref in models if fw in settings.frameworks or fw not in run.installed]
-    if "dl_strategy" in names:
-        pairs = [((fw, ref), (fw, s)) for fw, ref in fws for s in settings.strategies_for(fw)
-                 if s in MODEL_STRATEGIES[fw]]
-        ids = [f"{ref}-{SHORT[fw]}-{s[1]}" for (fw, ref), s in pairs]
-        argvalues: list[Any] = [*pairs] or [(DESELECTED, DESELECTED)]
-        metafunc.parametrize(["dl_model", "dl_strategy"], argvalues,
-                             ids=ids or ["deselected"], indirect=True, scope="session")
-        return
-    values: list[Any] = [*fws] or [DESELECTED]
-    metafunc.parametrize("dl_model", values, ids=[ref for _, ref in fws] or ["deselected"],
-                         indirect=True, scope="session")
 
 
 @dataclass
@@ -396,19 +281,6 @@ class ModelHandle:
 
     def describe(self) -> str:
         return f"{self.ref} ({self.framework}, {self.device})"
-
-
-def fixture(run: Any, param: Any, device_kind: str) -> ModelHandle:
-    from . import not_applicable
-
-    framework, ref = param
-    if not framework:
-        not_applicable(NO_MODEL)
-    run.framework_fixture(framework)  # configured framework; "not applicable" if not installed
-    from .frameworks import adapter
-
-    device = adapter(framework).device("cpu" if device_kind == "cpu" else "gpu")
-    return ModelHandle(ref, framework, device_kind, device, float(run.settings.timeout))
 
 
 def replace(um: UserModel, **changes: Any) -> UserModel:

@@ -32,7 +32,7 @@ from . import budgets, outcomes, results
 from .results import PROP_CLAIM, PROP_EVIDENCE, PROP_EXPECTED, PROP_PARAMS, PROP_REPRO, PROP_VERDICT
 
 if TYPE_CHECKING:
-    from .session import Run
+    from .session import Worker
 
 WARNINGS_KEY = pytest.StashKey[dict[str, int]]()
 SHRINK_KEY = pytest.StashKey[list[str]]()
@@ -50,10 +50,10 @@ def _info(item: pytest.Item) -> Any:
 
 
 @contextlib.contextmanager
-def phase_warnings(item: pytest.Item, run: Run | None) -> Iterator[None]:
+def phase_warnings(item: pytest.Item, worker: Worker | None) -> Iterator[None]:
     """Count a claim test's warnings per kind into its evidence instead of pytest's summary
     (framework deprecation warnings would fill it); ``-v`` shows them as usual."""
-    if run is None or _info(item) is None:
+    if worker is None or _info(item) is None:
         yield
         return
     caught: list[warnings.WarningMessage] = []
@@ -119,14 +119,15 @@ def _count(item: pytest.Item, caught: list[warnings.WarningMessage]) -> None:
 
 
 @contextlib.contextmanager
-def bounded_shrinking(item: pytest.Item, run: Run | None) -> Iterator[None]:
+def bounded_shrinking(item: pytest.Item, worker: Worker | None) -> Iterator[None]:
     """While a claim test runs: the run's budget as hypothesis's default (nested properties)
     and shrinking bounded as its profile says."""
-    if run is None or _info(item) is None:
+    if worker is None or _info(item) is None:
         yield
         return
-    seconds = None if run.config.getoption("hypothesis_profile", None) else budgets.SHRINK_SECONDS.get(run.settings.profile)
-    with budgets.as_default(run.budget()), budgets.bounded_shrinking(seconds, run.settings.profile) as notes:
+    profile = worker.settings.profile
+    seconds = None if worker.config.getoption("hypothesis_profile", None) else budgets.SHRINK_SECONDS.get(profile)
+    with budgets.as_default(worker.budget.current()), budgets.bounded_shrinking(seconds, profile) as notes:
         try:
             yield
         finally:
@@ -150,7 +151,7 @@ def phase_verdict(report: pytest.TestReport, call: pytest.CallInfo[None]) -> str
     return results.ERROR
 
 
-def annotate(run: Run, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+def annotate(worker: Worker, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
     """Verdict, evidence, divergence and reproduction of one phase, on its report."""
     from .session import EVIDENCE_KEY, VERDICT_KEY
 
@@ -171,9 +172,9 @@ def annotate(run: Run, item: pytest.Item, call: pytest.CallInfo[None], report: p
         _add_observations(item, evidence, exc)
         props.append((PROP_EVIDENCE, json.dumps(evidence, sort_keys=True)))
         if verdict == results.VIOLATED and exc is not None and report.failed:
-            _known_divergence(run, item, info, exc, evidence, report, props)
+            _known_divergence(worker, item, info, exc, evidence, report, props)
     if verdict in (results.VIOLATED, results.ERROR):
-        repro = run.repro(item)
+        repro = worker.guard.repro(item)
         props.append((PROP_REPRO, repro))
         if not hasattr(report, "wasxfail"):
             report.sections.append(("dlconform reproduction", repro))
@@ -211,14 +212,14 @@ def _add_observations(item: pytest.Item, evidence: dict[str, Any], exc: BaseExce
         evidence["exception"] = outcomes.exception_evidence(exc)
 
 
-def _known_divergence(run: Run, item: pytest.Item, info: Any, exc: BaseException, evidence: dict[str, Any],
+def _known_divergence(worker: Worker, item: pytest.Item, info: Any, exc: BaseException, evidence: dict[str, Any],
                       report: pytest.TestReport, props: list[tuple[str, Any]]) -> None:
     """A live entry that pins this test and this symptom: report an xfail, not a failure."""
     failure = outcomes.failure(exc, evidence)
     test = {"nodeid": item.nodeid, "claim": info.claim, "params": info.params}
-    entry = run.match_divergence(test, failure)
+    entry = worker.known.match(test, failure)
     if entry is None:
-        near = run.divergence_elsewhere(test, failure)
+        near = worker.known.elsewhere(test, failure)
         if near is not None:  # still a failure: the finding is named, on this version not yet confirmed
             report.sections.append(("dlconform known divergence", near.elsewhere_note()))
         return

@@ -30,7 +30,7 @@ PACKAGE = "pytest_dlconform"
 # the "pytest_dlconform." part; "" is the package's own __init__).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("", "exceptions", "evidence", "budgets", "determinism", "devices", "fingerprint", "floats",
-                    "claims", "report", "plots", "soak")),
+                    "claims", "report", "plots", "soak", "versions")),
     ("frameworks", ("frameworks", "fresh", "inputs")),
     ("harness", ("harness",)),
     ("programs", ("programs",)),
@@ -46,22 +46,10 @@ STANDALONE = ("findings",)
 
 # Upward edges the code has today, (importer, imported), each with why it is still there.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("frameworks.tensorflow", "settings"): "framework_version (package metadata) lives in settings; belongs lower",
-    ("frameworks.torch", "settings"): "framework_version (package metadata) lives in settings; belongs lower",
-    ("checks.usermodel.artifacts", "usermodels"): "a user's model factory is resolved by usermodels (function-local)",
-    ("checks.usermodel.distributed", "usermodels"): "a user's model factory is resolved by usermodels (function-local)",
 }
 
 # Circles the code has today, each as its full set of modules, with why it is still there.
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    frozenset({"settings", "shards", "compare", "divergences"}):
-        "settings validates --dl-shard with shards, which reads a report through compare; divergences reads settings",
-    frozenset({"usermodels", "session", "session.collection", "session.guard", "session.outcome", "session.workers",
-               "activation", "profiles", "coverage", "modes", "html", "checks.usermodel",
-               "checks.usermodel.artifacts", "checks.usermodel.distributed"}):
-        "usermodels <-> session <-> checks/usermodel and the report writers the session calls, "
-        "held together by function-local imports",
-    frozenset({"api_coverage", "api_ledger"}): "the API ledger and its coverage report read each other (function-local)",
 }
 
 

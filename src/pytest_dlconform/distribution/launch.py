@@ -33,7 +33,7 @@ def child_threads(world_size: int) -> int:
 def _gpu_env(handle: StrategyHandle, rank: int) -> dict[str, str]:
     """One GPU per rank on multi-gpu runs (NCCL needs exclusive devices); on gpu every
     rank gets this process's first GPU (torch ranks share it over gloo); none on cpu.
-    The run pins CUDA_VISIBLE_DEVICES (session.Run) whenever it uses GPUs."""
+    The run pins CUDA_VISIBLE_DEVICES (session.plan.DevicePlan) whenever it uses GPUs."""
     if handle.device == "cpu":
         return {"CUDA_VISIBLE_DEVICES": ""}
     visible = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]

@@ -1,6 +1,7 @@
-"""Which tests a run has: parametrization by framework, strategy and device, selection by
-claim and framework, and what each selected test carries (its claim, parameters, and why
-it cannot run where that is known before it starts)."""
+"""Which tests a run has: parametrization by framework, strategy, device and user model,
+selection by claim and framework, and what each selected test carries (its claim,
+parameters, and why it cannot run where that is known before it starts). It runs where
+tests are collected: in each xdist worker, or in the one process without xdist."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 import pytest
 
 from .. import claims as registry
-from .. import devices
 from .. import settings as opts
+from .plan import DevicePlan
 
 ITEM_KEY = pytest.StashKey["ItemInfo"]()
 DESELECTED = "__dlconform_deselected__"
@@ -29,13 +30,12 @@ class ItemInfo:
 
 
 class Collection:
-    """Run's collection part (a mixin of :class:`pytest_dlconform.session.Run`)."""
+    """Parametrizes and selects the claim tests of one process."""
 
-    settings: opts.Settings
-    installed: tuple[str, ...]
-    kinds: tuple[str, ...]
-    inventory_text: str
-    _visible_gpus: tuple[str, ...]
+    def __init__(self, settings: opts.Settings, plan: DevicePlan, installed: tuple[str, ...]) -> None:
+        self.settings = settings
+        self.plan = plan
+        self.installed = installed
 
     def _frameworks_for(self, claim_id: str | None) -> list[str]:
         claim = registry.get(claim_id) if claim_id else None
@@ -50,9 +50,7 @@ class Collection:
         claim_id = marker.args[0] if marker and marker.args else None
         frameworks = self._frameworks_for(claim_id)
         if "dl_model" in names:  # the model.* suites: registered models (with their strategies)
-            from .. import usermodels
-
-            usermodels.parametrize(metafunc, self)
+            self._parametrize_models(metafunc)
         elif "dl_strategy" in names:
             fixed = [FIXTURE_FRAMEWORK[n] for n in ("tf", "torch") if n in names]
             fws = fixed or frameworks
@@ -70,7 +68,41 @@ class Collection:
                 indirect=True, scope="session",
             )
         if "dl_device" in names:
-            metafunc.parametrize("dl_device", list(self.kinds), indirect=True, scope="session")
+            metafunc.parametrize("dl_device", list(self.plan.kinds), indirect=True, scope="session")
+
+    def _parametrize_models(self, metafunc: pytest.Metafunc) -> None:
+        """dl_model (and dl_strategy, where a test takes both): one test per registered model (x strategy).
+
+        No model registered: the tests are deselected, so a default run stays quiet and fast;
+        when --dl-claims was given, each is "not applicable" with usermodels.NO_MODEL instead,
+        since the user then asked for the claims by name."""
+        from .. import usermodels
+
+        names = metafunc.fixturenames
+        settings = self.settings
+        models = [(fw, ref) for ref, fw in usermodels.known_frameworks(settings).items()]
+        if not models:
+            explicit = "claims" in settings.sources
+            value: Any = ("", usermodels.NO_MODEL_ID) if explicit else DESELECTED
+            ids = [usermodels.NO_MODEL_ID if explicit else "deselected"]
+            if "dl_strategy" in names:
+                metafunc.parametrize(["dl_model", "dl_strategy"], [(value, DESELECTED if not explicit else ("", ""))],
+                                     ids=ids, indirect=True, scope="session")
+            else:
+                metafunc.parametrize("dl_model", [value], ids=ids, indirect=True, scope="session")
+            return
+        fws = [(fw, ref) for fw, ref in models if fw in settings.frameworks or fw not in self.installed]
+        if "dl_strategy" in names:
+            pairs = [((fw, ref), (fw, s)) for fw, ref in fws for s in settings.strategies_for(fw)
+                     if s in usermodels.MODEL_STRATEGIES[fw]]
+            ids = [f"{ref}-{SHORT[fw]}-{s[1]}" for (fw, ref), s in pairs]
+            argvalues: list[Any] = [*pairs] or [(DESELECTED, DESELECTED)]
+            metafunc.parametrize(["dl_model", "dl_strategy"], argvalues,
+                                 ids=ids or ["deselected"], indirect=True, scope="session")
+            return
+        values: list[Any] = [*fws] or [DESELECTED]
+        metafunc.parametrize("dl_model", values, ids=[ref for _, ref in fws] or ["deselected"],
+                             indirect=True, scope="session")
 
     def select(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         keep: list[pytest.Item] = []
@@ -79,7 +111,7 @@ class Collection:
         for item in items:
             marker = item.get_closest_marker("claim")
             claim_id = str(marker.args[0]) if marker and marker.args else None
-            params = self._params(item)
+            params = self.params(item)
             if DESELECTED in params.values() or self._unselected_framework(item):
                 dropped.append(item)
                 continue
@@ -99,7 +131,8 @@ class Collection:
 
             shards.keep_shard(config, items, self.settings.shard)
 
-    def _params(self, item: pytest.Item) -> dict[str, str]:
+    def params(self, item: pytest.Item) -> dict[str, str]:
+        """The test's parameters as the report names them (framework, device, strategy, model, backend)."""
         callspec = getattr(item, "callspec", None)
         raw = dict(callspec.params) if callspec else {}
         params: dict[str, str] = {}
@@ -112,7 +145,7 @@ class Collection:
         model = raw.get("dl_model")
         if model == DESELECTED:
             return {"framework": DESELECTED}
-        if isinstance(model, tuple):  # (framework, 'module:factory'): usermodels.parametrize
+        if isinstance(model, tuple):  # (framework, 'module:factory'): Collection._parametrize_models
             fw = fw or model[0] or None
         if "tf" in _fixturenames(item) and "torch" in _fixturenames(item):
             fw = "tf+torch"
@@ -144,25 +177,13 @@ class Collection:
             )
         need = item.get_closest_marker("min_devices")
         if need and params.get("device"):
-            have = self.device_count(params["device"])
+            have = self.plan.device_count(params["device"], self.settings.replicas)
             if have < int(need.args[0]):
                 info.not_applicable = (
                     f"needs {need.args[0]} {params['device']} devices, this run has {have} "
-                    f"({self.inventory_text}; --dl-replicas={self.settings.replicas})"
+                    f"({self.plan.inventory_text}; --dl-replicas={self.settings.replicas})"
                 )
         return info
-
-    def device_count(self, kind: str) -> int:
-        """Devices of ``kind`` a test of this process can use: logical CPU devices on cpu,
-        the logical GPUs of the one GPU on gpu (devices.logical_gpus), the GPUs on multi-gpu.
-        From what the controller found or gave this worker, never from the environment
-        (without xdist nobody sets CUDA_VISIBLE_DEVICES)."""
-        if kind == "cpu":
-            return self.settings.replicas
-        gpus = len(self._visible_gpus)
-        if kind == "gpu":
-            return devices.logical_gpus(self.kinds, self.settings.replicas) if gpus else 0
-        return gpus
 
 
 def _fixturenames(item: pytest.Item) -> list[str]:

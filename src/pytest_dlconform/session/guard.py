@@ -6,14 +6,12 @@ and numpy's random state) as it found it."""
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib.util
 import os
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -29,13 +27,14 @@ VERDICT_KEY = pytest.StashKey[str]()
 
 
 class Guard:
-    """Run's per-test part (a mixin of :class:`pytest_dlconform.session.Run`)."""
+    """Around each claim test of one process: its seeds, its default device, its evidence
+    recorder, the global-state check, and the command that reruns it."""
 
-    settings: opts.Settings
-    kinds: tuple[str, ...]
-
-    if TYPE_CHECKING:
-        def _params(self, item: pytest.Item) -> dict[str, str]: ...  # Collection's
+    def __init__(self, settings: opts.Settings, kinds: tuple[str, ...],
+                 params: Callable[[pytest.Item], dict[str, str]]) -> None:
+        self.settings = settings
+        self.kinds = kinds
+        self.params = params  # the test's parameters as the report names them (Collection.params)
 
     def test_identity(self, node: pytest.Item) -> str:
         """The test inside the package (``suites/data/test_tfdata.py::test_x[tf-cpu]``, a
@@ -43,7 +42,7 @@ class Guard:
         its seeds and hypothesis examples come from."""
         path = getattr(node, "path", None)
         resolved = Path(os.path.realpath(path)) if path is not None else None
-        return identity.claim_identity(node.nodeid, resolved, _suites_dirs())
+        return identity.claim_identity(node.nodeid, resolved, identity.suites_dirs())
 
     def test_seed(self, node: pytest.Item) -> int:
         return identity.claim_seed(self.settings.seed, self.test_identity(node))
@@ -62,7 +61,7 @@ class Guard:
         inner._hypothesis_internal_add_digest = identity.hypothesis_key(self.test_identity(node))
 
     @contextlib.contextmanager
-    def guard(self, node: pytest.Item) -> Iterator[None]:
+    def around(self, node: pytest.Item) -> Iterator[None]:
         info = node.stash.get(ITEM_KEY, None)
         if info is None:
             yield
@@ -125,24 +124,12 @@ class Guard:
         """The command that reruns exactly this test from any folder (:mod:`.recipe`)."""
         path = getattr(item, "path", None)
         resolved = Path(os.path.realpath(path)) if path is not None else None
-        line = recipe.test_line(item.nodeid, resolved, item.config.invocation_params.dir, _suites_dirs(),
-                                self.settings, self._params(item), item.config.getoption("hypothesis_seed", None))
+        line = recipe.test_line(item.nodeid, resolved, item.config.invocation_params.dir, identity.suites_dirs(),
+                                self.settings, self.params(item), item.config.getoption("hypothesis_seed", None))
         return (
             line + f"  # test seed {self.test_seed(item)}; hypothesis prints the falsifying "
             "example above and, in the ci/thorough profiles, a @reproduce_failure blob"
         )
-
-
-@functools.cache
-def _suites_dirs() -> tuple[Path, ...]:
-    """The folders of the ``pytest_dlconform.suites`` package as imported here (the checkout's
-    ``suites/`` under an editable install, ``site-packages/pytest_dlconform/suites`` from a wheel)."""
-    try:
-        spec = importlib.util.find_spec("pytest_dlconform.suites")
-    except (ImportError, ValueError):
-        return ()
-    locations = (spec.submodule_search_locations or []) if spec is not None else []
-    return tuple(Path(os.path.realpath(p)) for p in locations)
 
 
 def _numpy_state() -> Any:

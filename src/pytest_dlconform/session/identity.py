@@ -25,10 +25,13 @@ Pure functions of their arguments: the caller finds the suites package's folders
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 import re
 import zlib
 from collections.abc import Iterable
-from pathlib import PurePath, PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 
 #: The suites' folder: ``suites/`` in a checkout, ``pytest_dlconform/suites/`` installed.
 SUITES_FOLDER = "suites"
@@ -97,3 +100,15 @@ def _cut(file: str) -> str:
     if posix.startswith("../") or PurePosixPath(posix).is_absolute() or PureWindowsPath(file).is_absolute():
         return parts[-1]
     return re.sub(r"^(?:\./)+", "", posix)
+
+
+@functools.cache
+def suites_dirs() -> tuple[Path, ...]:
+    """The folders of the ``pytest_dlconform.suites`` package as imported here (the checkout's
+    ``suites/`` under an editable install, ``site-packages/pytest_dlconform/suites`` from a wheel)."""
+    try:
+        spec = importlib.util.find_spec(SUITES_PACKAGE)
+    except (ImportError, ValueError):
+        return ()
+    locations = (spec.submodule_search_locations or []) if spec is not None else []
+    return tuple(Path(os.path.realpath(p)) for p in locations)

@@ -9,7 +9,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -17,47 +17,41 @@ from .. import claims as registry
 from .. import fingerprint, results
 from .. import settings as opts
 from ..report import Report
+from .environment import Environment
 
 
-class Outcome:
-    """Run's results part (a mixin of :class:`pytest_dlconform.session.Run`)."""
+class Conclusion:
+    """The controller's end of a run: what :meth:`finish` decides and writes, and what
+    :meth:`summarize` prints, from one report computed once."""
 
-    settings: opts.Settings
-    collector: results.Collector
-    workerinput: dict[str, Any] | None
+    def __init__(self, config: pytest.Config, settings: opts.Settings, collector: results.Collector,
+                 environment: Environment) -> None:
+        self.config = config
+        self.settings = settings
+        self.collector = collector
+        self.environment = environment
+        self._outcome: _Outcome | None = None
 
-    if TYPE_CHECKING:
-        def environment(self) -> dict[str, Any]: ...  # Run's
-        def header_lines(self) -> list[str]: ...  # Workers'
-
-    @property
-    def is_controller(self) -> bool:
-        return self.workerinput is None
-
-    def summarize(self, terminalreporter: Any, header: bool = False) -> None:
-        if not self.is_controller:
-            return
-        outcome = _outcome(self)
+    def summarize(self, terminalreporter: Any, head: list[str]) -> None:
+        """The conformance matrix, after ``head`` (header lines where the run started late)."""
+        outcome = self.outcome()
         if not outcome.doc["claims"] and not outcome.messages:
             return
         terminalreporter.write_sep("=", "dlconform conformance matrix")
         verbose = terminalreporter.config.get_verbosity() > 0
-        head = self.header_lines() if header else []  # activated by a claim test, after the header
         lines = summary_lines(outcome.doc, outcome.messages, width=terminalreporter._tw.fullwidth,
                               verbose=verbose, header=head)
         for line, bold in lines:
             terminalreporter.write_line(line, bold=bold)
 
     def finish(self, session: pytest.Session) -> None:
-        """Controller only: apply known divergences, compare with the baseline, write files.
+        """Apply known divergences, compare with the baseline, write files.
 
         pytest calls this before the terminal summary, so :meth:`summarize` prints what
         was decided and written here. A regression against --dl-baseline fails the run;
         failures that are all known divergences do not.
         """
-        if not self.is_controller:
-            return
-        outcome = _outcome(self)
+        outcome = self.outcome()
         status = _exit_status(session, outcome)
         if status is not None:
             session.exitstatus = status
@@ -82,13 +76,35 @@ class Outcome:
                 outcome.messages.append(f"report saved as {_shown(saved)} (`dlconform compare --last`; "
                                         f"{opts.flag(opts.AUTOSAVE)}=no turns saving off)")
 
+    def outcome(self) -> _Outcome:
+        """The report of the run with known divergences applied and the baseline compared (once)."""
+        if self._outcome is None:
+            self._outcome = self._conclude()
+        return self._outcome
+
+    def _conclude(self) -> _Outcome:
+        claims = {cid: c.as_dict() for cid, c in registry.registry().items()}
+        outcome = _Outcome(results.report_document(self.collector, self.environment.doc(), claims))
+        from .. import shards  # --dl-shard: which part of the collection this report holds (issue 30)
+        outcome.doc = shards.record(outcome.doc, self.settings.shard)
+        verbose = self.config.get_verbosity() > 0
+        _apply_divergences(self.settings, outcome, verbose)
+        from .. import repro  # each violated test's standalone script (issue 14)
+        outcome.doc = repro.attach(outcome.doc)
+        from .. import coverage  # the op suite's coverage ledger (issue 12)
+        outcome.doc = outcome.doc.replace(coverage=coverage.ledger(outcome.doc))
+        from .. import modes  # the claims' documented modes (issue 13)
+        outcome.doc = outcome.doc.replace(modes=modes.ledger(outcome.doc))
+        _compare_baseline(self.settings, outcome, verbose)
+        return outcome
+
 
 def autosave(folder: str, doc: Report, keep: int = opts.AUTOSAVE_KEEP,
              now: datetime.datetime | None = None) -> str:
     """Save ``doc`` in ``folder`` as ``NNNN_<UTC time>_<short suite hash>.json``, the number one
     more than the newest there, atomically (a temporary file linked into place, so two runs
     saving at once never take the same name); then remove all but the newest ``keep``.
-    Returns the path. The controller's job alone: xdist workers never reach finish()."""
+    Returns the path. The controller's job alone: xdist workers have no Conclusion."""
     os.makedirs(folder, exist_ok=True)
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     suite = str(doc["environment"].get(fingerprint.ENV_KEY) or "")
@@ -133,8 +149,8 @@ def _shown(path: str) -> str:
 
 
 # ---------------------------------------------------------------- results of a run (controller)
-# What Run.summarize/finish share: the report document of the run, with known divergences
-# applied and the baseline compared, computed once per run.
+# What Conclusion.summarize/finish share: the report document of the run, with known
+# divergences applied and the baseline compared, computed once per run.
 
 
 @dataclass
@@ -145,57 +161,35 @@ class _Outcome:
     unusable: bool = False  # a --dl-baseline or known-divergences file that cannot be used
 
 
-def _outcome(run: Any) -> _Outcome:
-    cached: _Outcome | None = getattr(run, "_dl_outcome", None)
-    if cached is not None:
-        return cached
-    claims = {cid: c.as_dict() for cid, c in registry.registry().items()}
-    outcome = _Outcome(results.report_document(run.collector, run.environment(), claims))
-    from .. import shards  # --dl-shard: which part of the collection this report holds (issue 30)
-    outcome.doc = shards.record(outcome.doc, run.settings.shard)
-    _apply_divergences(run, outcome)
-    from .. import repro  # each violated test's standalone script (issue 14)
-    outcome.doc = repro.attach(outcome.doc)
-    from .. import coverage  # the op suite's coverage ledger (issue 12)
-    outcome.doc = outcome.doc.replace(coverage=coverage.ledger(outcome.doc))
-    from .. import modes  # the claims' documented modes (issue 13)
-    outcome.doc = outcome.doc.replace(modes=modes.ledger(outcome.doc))
-    _compare_baseline(run, outcome)
-    run._dl_outcome = outcome  # computed once: finish, then summarize
-    return outcome
-
-
-def _apply_divergences(run: Any, outcome: _Outcome) -> None:
+def _apply_divergences(settings: opts.Settings, outcome: _Outcome, verbose: bool) -> None:
     from .. import divergences
 
-    path = run.settings.divergences
+    path = settings.divergences
     if not path:
         return
     try:
         entries = divergences.load(path)
     except divergences.DivergenceError as exc:
-        outcome.messages.append(f"{opts.flag(opts.DIVERGENCES)} (from {run.settings.describe(opts.DIVERGENCES)}): {exc}")
+        outcome.messages.append(f"{opts.flag(opts.DIVERGENCES)} (from {settings.describe(opts.DIVERGENCES)}): {exc}")
         outcome.unusable = True
         return
     outcome.doc = divergences.apply(outcome.doc, entries)
-    verbose = run.config.get_verbosity() > 0 if getattr(run, "config", None) is not None else True
     outcome.messages += divergences.status_lines(list(outcome.doc.divergences), verbose=verbose)
 
 
-def _compare_baseline(run: Any, outcome: _Outcome) -> None:
+def _compare_baseline(settings: opts.Settings, outcome: _Outcome, verbose: bool) -> None:
     from .. import compare
 
-    path = run.settings.baseline
+    path = settings.baseline
     if not path or not outcome.doc["claims"]:
         return
     try:
         comparison = compare.compare(compare.load(path, "baseline"), outcome.doc,
-                                     known_regressions=run.settings.known_regressions)
+                                     known_regressions=settings.known_regressions)
     except compare.UnusableReport as exc:
         outcome.messages.append(f"{opts.flag(opts.BASELINE)}: {exc}")
         outcome.unusable = True
         return
-    verbose = run.config.get_verbosity() > 0 if getattr(run, "config", None) is not None else False
     text = compare.to_text(comparison, verbose=verbose, divergences=False)  # the run prints its own entries
     outcome.regressed = compare.names(comparison.failing)  # known regressions too, unless --dl-known-regressions=warn
     outcome.doc = outcome.doc.replace(baseline={"path": path, "regressed": outcome.regressed, "text": text})

@@ -95,7 +95,7 @@ def load_and_run(fmt: str, path: str, inputs: Sequence[np.ndarray], ref: str, se
     if fmt == "state-dict":
         import torch
 
-        from ...usermodels import call_factory, resolve
+        from .factory import call_factory, resolve
 
         torch.manual_seed(seed)
         model = call_factory(resolve(ref), device=device, dtype="float32").model
@@ -175,7 +175,7 @@ def fresh_main(job_path: str) -> list[dict[str, Any]]:
         art = open_artifact(entry["artifact"], entry["format"])  # the seal first: never load a half-written file
         # A serving process has the model's package imported: custom Keras layers register
         # themselves, custom pytree nodes (torch.export output types) too.
-        from ...usermodels import resolve
+        from .factory import resolve
 
         resolve(entry["ref"])
         inputs = [np.load(p) for p in entry["inputs"]]

@@ -60,7 +60,7 @@ def torch_rank_step(ctx: Any, payload: dict[str, Any]) -> dict[str, Any]:
     global batch, one SGD step; the full parameters by name come back."""
     import torch
 
-    from ...usermodels import call_factory, resolve
+    from .factory import call_factory, resolve
 
     device = ctx.state["device"]
     um = call_factory(resolve(payload["ref"]), device=device, dtype="float32")
@@ -103,7 +103,7 @@ def keras_strategy_step(strategy: Any, payload: dict[str, Any]) -> dict[str, Any
     summed and divided by the global batch (tf.nn.compute_average_loss)."""
     import tensorflow as tf
 
-    from ...usermodels import call_factory, resolve
+    from .factory import call_factory, resolve
 
     ops = KerasOps()
     with strategy.scope():
