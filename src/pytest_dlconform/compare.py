@@ -225,7 +225,7 @@ def _test_key(test: Mapping[str, Any], scope: Scope) -> tuple[str, ...]:
     return (
         str(test["claim"]), str(params.get("framework", "")), str(params.get("strategy", "")),
         "*" if scope.across_devices else device,
-        normalized_nodeid(str(test["nodeid"]), device if scope.across_devices else None),
+        normalized_nodeid(str(test.get("identity") or test["nodeid"]), device if scope.across_devices else None),
     )
 
 

@@ -231,7 +231,9 @@ class Divergence:
             return False
         if self.device and params.get("device") != self.device:
             return False
-        local = suite_relative(str(test.get("nodeid", "")))
+        # The identity inside the package where the report has it: a node id depends on how
+        # pytest was started (``--pyargs pkg.module::test`` gives no path at all).
+        local = suite_relative(str(test.get("identity") or test.get("nodeid", "")))
         return any(_glob(pattern).fullmatch(local) for pattern in self.tests)
 
     def shows(self, failure: Failure) -> bool:

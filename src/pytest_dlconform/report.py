@@ -113,9 +113,10 @@ class TestRecord(_Record):
     observed: str = ""  # what the matched violation showed
     script: Mapping[str, Any] | None = None  # violated tests: the standalone reproduction (repro.attach)
     seed: int | None = None  # the test's seed (from --dl-seed and its identity inside the package)
+    identity: str | None = None  # the test inside the package (``suites/area/test_x.py::test[p]``)
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 
-    OPTIONAL = frozenset({"script", "seed"})
+    OPTIONAL = frozenset({"script", "seed", "identity"})
     __test__ = False  # not a pytest test class
 
     @classmethod

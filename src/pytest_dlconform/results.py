@@ -37,6 +37,7 @@ PARAM_KEYS = ("framework", "device", "strategy", "model", "backend")
 PROP_CLAIM, PROP_VERDICT, PROP_PARAMS, PROP_EVIDENCE, PROP_REPRO, PROP_EXPECTED = (
     "dl_claim", "dl_verdict", "dl_params", "dl_evidence", "dl_repro", "dl_expected",
 )
+PROP_IDENTITY = "dl_identity"  # the test inside the package (session.identity), whatever its node id
 PROP_SEED = "dl_seed"  # the test's seed (session.guard: from --dl-seed and its identity inside the package)
 
 __all__ = [
@@ -85,6 +86,7 @@ class TestResult:
     divergence: str | None = None  # that entry's key
     observed: str = ""  # what the matched violation showed
     seed: int | None = None  # the test's seed (PROP_SEED)
+    identity: str | None = None  # the test inside the package (PROP_IDENTITY)
 
     @property
     def column(self) -> str:
@@ -95,7 +97,7 @@ class TestResult:
             nodeid=self.nodeid, claim=self.claim, params=freeze(self.params), column=self.column,
             verdict=self.verdict, reason=self.reason, evidence=freeze(self.evidence), repro=self.repro,
             duration_s=round(self.duration, 4), expected=self.expected, divergence=self.divergence,
-            observed=self.observed, seed=self.seed,
+            observed=self.observed, seed=self.seed, identity=self.identity,
         )
 
 
@@ -125,6 +127,8 @@ class Collector:
             result.reason = _group_reason(result.evidence) or _reason(report)
         if props.get(PROP_SEED) is not None:
             result.seed = int(props[PROP_SEED])
+        if props.get(PROP_IDENTITY):
+            result.identity = str(props[PROP_IDENTITY])
         if props.get(PROP_EXPECTED):
             known = json.loads(props[PROP_EXPECTED])
             result.expected, result.divergence, result.observed = known["reason"], known["key"], known["observed"]

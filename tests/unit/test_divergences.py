@@ -380,3 +380,12 @@ def test_a_reference_entry_matches_only_an_observation_equal_to_its_bug_referenc
     assert bug_references.keras_loss_scale_float32(3) == 3 * 0.3333333432674408
     assert bug_references.keras_loss_scale_float32(2) == 1.0 and bug_references.keras_loss_scale_float32(4) == 1.0
 
+
+
+def test_an_entry_selects_a_test_by_its_identity_when_the_node_id_has_no_path() -> None:
+    entry = divergences.Divergence("a.b", "r", dt.date(2999, 1, 1), tests=("autodiff/test_x.py::test_y[*]",),
+                                   exception="E", versions=(("torch", "*"),))
+    bare = {"nodeid": "::test_y[cpu]", "claim": "a.b", "params": {"framework": "torch"}}
+    assert not entry.selects(bare)  # a node id from `pytest --pyargs pkg.module::test_y`
+    assert entry.selects({**bare, "identity": "suites/autodiff/test_x.py::test_y[cpu]"})
+    assert not entry.selects({**bare, "identity": "suites/autodiff/test_z.py::test_y[cpu]"})

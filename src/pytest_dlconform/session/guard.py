@@ -69,6 +69,7 @@ class Guard:
         seed = self.test_seed(node)
         if all(name != results.PROP_SEED for name, _ in node.user_properties):
             node.user_properties.append((results.PROP_SEED, seed))  # on every phase's report: the report's "seed"
+            node.user_properties.append((results.PROP_IDENTITY, self.test_identity(node)))
         if info.problem:
             raise HarnessError(info.problem)
         if info.not_applicable:
