@@ -193,11 +193,16 @@ def test_a_matched_divergence_gives_its_shipped_script():
 
 def test_an_unmatched_report_finds_the_packaged_entry_by_pin_and_symptom():
     exc = {"types": ["GradientMismatch", "AssertionError"], "message": "... (relative error 2.98e-08, rtol ...)"}
-    test = _violated(HARDSIGMOID, "autodiff.gradient.finite-differences", "torch", "pytest ...", evidence={"exception": exc})
+    # The per-op suite's gradient against the bug's computation (the entry's bug reference): equal.
+    bug = {"torch-hardsigmoid-vjp": {"observed": 0.0, "tolerance": 2.2e-16, "margin": 0.0}}
+    test = _violated(HARDSIGMOID, "autodiff.gradient.finite-differences", "torch", "pytest ...",
+                     evidence={"exception": exc, "references": bug})
     assert repro.script_for(test, _doc(test), repro.packaged_entries())[1] == "hardsigmoid_float64_backward.py"
-    other = dict(test, evidence={"exception": dict(exc, message="relative error 0.5")})  # another symptom: not this entry
-    with pytest.raises(repro.Missing, match="no shipped one, and the report holds no input it failed on"):
-        repro.script_for(other, _doc(other), repro.packaged_entries())
+    other = dict(test, evidence={"exception": dict(exc, message="relative error 0.5"), "references": bug})  # another symptom
+    unreferenced = dict(test, evidence={"exception": exc})  # the gradient was not compared with the bug's
+    for case in (other, unreferenced):
+        with pytest.raises(repro.Missing, match="no shipped one, and the report holds no input it failed on"):
+            repro.script_for(case, _doc(case), repro.packaged_entries())
 
 
 PROGRAM = ("pytest ...\nFalsifying example: test_reverse_mode_matches_finite_differences(\n"
