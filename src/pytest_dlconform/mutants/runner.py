@@ -139,11 +139,17 @@ def classify(out: Outcome, doc: dict[str, Any] | None, *, mutant_log: Path | Non
 #: all, and once _STOPPING is set no run starts.
 _RUNNING: set[subprocess.Popen[Any]] = set()
 _STOPPING = threading.Event()
+#: Held while a run is started (flag checked, process spawned, registered) and while a stop
+#: sets the flag and takes the list of runs: a run either starts before the stop, and is
+#: stopped with the others, or never starts.
+_STARTING = threading.Lock()
 
 
 def _stop_running() -> None:
-    _STOPPING.set()
-    for proc in list(_RUNNING):
+    with _STARTING:
+        _STOPPING.set()
+        running = list(_RUNNING)
+    for proc in running:
         soak._stop(proc)
 
 
@@ -158,10 +164,11 @@ def execute(out: Outcome, env: dict[str, str], timeout: float | None, mutant_log
     with open(out.log, "w", encoding="utf-8") as log:
         log.write(f"$ DLCONFORM_MUTANT={out.mutant} " + shlex.join(out.command) + "\n")
         log.flush()
-        proc = subprocess.Popen(out.command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        _RUNNING.add(proc)
-        if _STOPPING.is_set():  # the runner was stopped while this run was being started
-            soak._stop(proc)
+        with _STARTING:
+            if _STOPPING.is_set():  # the runner was stopped before this run started: it never does
+                raise KeyboardInterrupt
+            proc = subprocess.Popen(out.command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            _RUNNING.add(proc)
         try:
             out.exit_code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -326,9 +333,9 @@ def _run_mutants(chosen: Sequence[Mutant], out_dir: Path, folder: Path, args: ar
     _STOPPING.clear()
 
     def one(i: int, m: Mutant) -> None:
-        if _STOPPING.is_set():
-            return
         with lock:
+            if _STOPPING.is_set():
+                return
             print(f"mutate: [{i + 1}/{len(chosen)}] {m.name} on {','.join(m.claims)}", flush=True)
         o = _run_one(m, ",".join(m.claims), m.select, out_dir, folder, args, divergences, [m.model] if m.model else [])
         with lock:
