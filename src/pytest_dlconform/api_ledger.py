@@ -37,12 +37,12 @@ import sys
 import types
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import pytest
 
 from .api_coverage import CLASS, FUNCTION, METHOD, NAMESPACES, Namespace, namespace_of  # noqa: F401 - the table
+from .versions import first_installed
 
 #: workeroutput key: an xdist worker's catalog and per-test records, as one JSON string.
 WORKER_KEY = "dlconform_api_ledger"
@@ -75,12 +75,7 @@ HARNESS_PARTS = ("session", "frameworks", "plugin.py", "activation.py", "verdict
 
 
 def distribution_version(framework: str) -> str | None:
-    for dist in DISTRIBUTIONS[framework]:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    return first_installed(DISTRIBUTIONS[framework])
 
 
 def _resolve(path: str) -> Any:

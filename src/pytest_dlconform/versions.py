@@ -14,7 +14,12 @@ FRAMEWORK_DISTRIBUTIONS = {
 
 def framework_version(framework: str) -> str | None:
     """Version of an installed framework, read without importing it."""
-    for dist in FRAMEWORK_DISTRIBUTIONS[framework]:
+    return first_installed(FRAMEWORK_DISTRIBUTIONS[framework])
+
+
+def first_installed(dists: tuple[str, ...]) -> str | None:
+    """Version of the first of these distributions that is installed, or None."""
+    for dist in dists:
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
