@@ -64,6 +64,7 @@ from .tolerances import (
     forward_tolerance,
     input_rounding_f_error,
     normwise,
+    propagated_tolerances,
     reference_diagnosis,
 )
 
@@ -73,6 +74,7 @@ __all__ = [
     "_keras_leaves", "_np", "_onnx_feed", "_torch_device", "_torch_float", "adapter_for", "assert_close_tree",
     "assert_same_step", "dtype_scope", "error_terms", "f_error_float32", "float32_gradient_rtol", "forward_tolerance",
     "fresh_main", "hinting", "hints", "input_names", "input_rounding_f_error", "keras_policy", "keras_single_step",
-    "keras_strategy_step", "load_and_run", "normwise", "one_line_reason", "reference_diagnosis", "refusal_reason",
+    "keras_strategy_step", "load_and_run", "normwise", "one_line_reason", "propagated_tolerances",
+    "reference_diagnosis", "refusal_reason",
     "servable", "tf_mw_step", "torch_rank_step", "torch_single_step", "wrap_verdict", "write_artifact",
 ]
