@@ -4,6 +4,7 @@ family, reads the other's result, takes over a part whose claimant died, and see
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -76,3 +77,36 @@ def test_the_run_directory_exists_only_under_xdist(tmp_path: Path) -> None:
     worker.workerinput = {}  # type: ignore[attr-defined]
     root = run_directory(worker, tmp_path / "popen-gw0", "x")
     assert root == tmp_path / "x" and root.is_dir()
+
+
+class _Config:
+    def __init__(self, basetemp: str | None, worker: bool) -> None:
+        self.option = type("Option", (), {"basetemp": basetemp})()
+        if worker:
+            self.workerinput = {"workerid": "gw0"}
+
+
+def test_compiler_caches_are_one_per_run_for_its_workers(tmp_path, monkeypatch):
+    from pytest_dlconform.harness.shared import compiler_caches
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    run = tmp_path / "pytest-7"
+    first = compiler_caches(_Config(str(run / "popen-gw0"), worker=True))
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(run / "dlconform-compiler-cache" / "inductor")
+    assert os.environ["TRITON_CACHE_DIR"] == str(run / "dlconform-compiler-cache" / "triton")
+    second = compiler_caches(_Config(str(run / "popen-gw1"), worker=True))
+    assert first == second == run / "dlconform-compiler-cache" and first.is_dir()
+    other = compiler_caches(_Config(str(tmp_path / "pytest-8" / "popen-gw0"), worker=True))
+    assert other != first  # another run starts with its own, empty cache
+
+
+def test_compiler_cache_outside_xdist_is_the_process_own(monkeypatch):
+    from pytest_dlconform.harness.shared import compiler_caches
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    one = compiler_caches(_Config(None, worker=False))
+    two = compiler_caches(_Config("/somewhere/popen-gw0", worker=False))
+    assert one != two and one.name.startswith("dlconform-compile-") and two.name.startswith("dlconform-compile-")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(two / "inductor")

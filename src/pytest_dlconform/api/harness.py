@@ -16,12 +16,13 @@ from ..harness.pool import (
 from ..harness.rank import (
     WorkerContext,
 )
-from ..harness.shared import SharedResults, run_directory
+from ..harness.shared import SharedResults, compiler_caches, run_directory
 
 __all__ = [
     "ClusterError",
     "GroupPool",
     "SharedResults",
     "WorkerContext",
+    "compiler_caches",
     "run_directory",
 ]

@@ -16,9 +16,12 @@ parent of each worker's ``basetemp``, which the run's workers share (:func:`run_
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import pickle
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -126,4 +129,26 @@ def run_directory(config: Any, basetemp: Path, name: str) -> Path | None:
         return None
     root = basetemp.parent / name
     root.mkdir(exist_ok=True)
+    return root
+
+
+def compiler_caches(config: Any) -> Path:
+    """One TorchInductor/Triton cache for this run, shared by its xdist workers; returns it.
+
+    Set before any torch.compile runs (inductor reads the variables when it compiles). The
+    workers of one run share it (the run's directory, :func:`run_directory`'s parent of every
+    worker's basetemp; inductor writes its cache entries atomically and compiles under file
+    locks), so a graph two workers need is compiled once per run; a new run starts empty, so
+    a conformance run exercises the compiler instead of replaying artifacts of an earlier run
+    or another torch. Outside xdist the process has a temporary cache of its own, removed at
+    exit; pytest's retention of old basetemps removes a run's shared one."""
+    basetemp = getattr(getattr(config, "option", None), "basetemp", None)
+    if hasattr(config, "workerinput") and basetemp:
+        root = Path(basetemp).parent / "dlconform-compiler-cache"
+        root.mkdir(parents=True, exist_ok=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="dlconform-compile-"))
+        atexit.register(shutil.rmtree, str(root), True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(root / "triton")
     return root
