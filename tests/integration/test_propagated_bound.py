@@ -112,3 +112,19 @@ def test_keras_bound_has_the_products_term():
     d = 1 - np.tanh(a2) ** 2
     want = d * (((a1 > 0) * (gamma(10, U) * (np.abs(zz) @ np.abs(w1)))) @ np.abs(w2) + gamma(16, U) * (h @ np.abs(w2)))
     np.testing.assert_allclose([got[i] for i in range(18)], want.ravel(), rtol=1e-4)
+
+
+def test_an_embedding_table_is_a_lookup_not_a_product():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Embedding(1000, 4), torch.nn.Flatten(), torch.nn.Linear(12, 2)).eval()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    got = torch_entry_bounds(model, [ids], {"output_0": [0, 1, 2, 3]})["output_0"]
+    e, w, b = (p.detach().double().numpy() for p in model.parameters())
+    x = e[ids.numpy()].reshape(2, 12)
+    y = x @ w.T + b
+    # the table's rows are read exactly (no gamma_1000 term); the embedding's output, Flatten's and the
+    # product of fan-in 12 are rounded
+    want = (gamma(12, U) * (np.abs(x) @ np.abs(w).T) + 2 * OP_ROUNDING * U * (np.abs(x) @ np.abs(w).T)
+            + OP_ROUNDING * U * np.abs(y))
+    np.testing.assert_allclose([got[i] for i in range(4)], want.ravel(), rtol=1e-4)

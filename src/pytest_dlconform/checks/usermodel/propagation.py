@@ -10,8 +10,8 @@ difference, 3.7e-5, lay between them).
 
 For one output entry y_o, to first order in u (backward error analysis of each operation):
 
-- a product of fan-in n (a parameter of two or more dimensions: a linear or convolution weight)
-  computed in floating point is the exact product with each weight entry w perturbed by at most
+- a product of fan-in n (a parameter of two or more dimensions: a linear or convolution weight;
+  not an embedding table, whose lookup is exact) computed in floating point is the exact product with each weight entry w perturbed by at most
   gamma_n |w|, gamma_n = n u / (1 - n u); its effect on y_o is at most
   gamma_n * sum |dy_o/dw| |w|;
 - each leaf layer's output v (its bias addition, its activation, its own operation) is rounded
@@ -89,7 +89,10 @@ def torch_entry_bounds(model: Any, args: Sequence[Any], entries: dict[str, list[
     finally:
         for h in hooks:
             h.remove()
-    params = [(p, gamma(int(np.prod(p.shape[1:])), u)) for p in model.parameters() if p.requires_grad and p.ndim >= 2]
+    lookups = {id(p) for m in model.modules() if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+               for p in m.parameters(recurse=False)}  # a table lookup is exact: no product
+    params = [(p, gamma(int(np.prod(p.shape[1:])), u)) for p in model.parameters()
+              if p.requires_grad and p.ndim >= 2 and id(p) not in lookups]
     leaf_values = [v for v in captured if v.requires_grad]
     wrt = [p for p, _ in params] + leaf_values
     bounds: dict[str, dict[int, float]] = {}
@@ -118,7 +121,14 @@ def keras_entry_bounds(model: Any, args: Sequence[Any], entries: dict[str, list[
 
     u = UNIT_ROUNDOFF[dtype]
     fw = KerasOps()
-    weights = [(v, gamma(int(np.prod(v.shape[:-1])), u)) for v in model.trainable_variables if len(v.shape) >= 2]
+    import keras
+
+    from .tolerances import _keras_leaves
+
+    lookups = {id(v) for layer in _keras_leaves(model) if isinstance(layer, keras.layers.Embedding)
+               for v in layer.weights}  # a table lookup is exact: no product
+    weights = [(v, gamma(int(np.prod(v.shape[:-1])), u)) for v in model.trainable_variables
+               if len(v.shape) >= 2 and id(v) not in lookups]
     bounds: dict[str, dict[int, float]] = {}
     with tf.GradientTape(persistent=True) as tape:
         outs = fw.call(model, list(args), training=False)
