@@ -11,9 +11,9 @@ difference, 3.7e-5, lay between them).
 For one output entry y_o, to first order in u (backward error analysis of each operation):
 
 - a product of fan-in n (a parameter of two or more dimensions: a linear or convolution weight;
-  not an embedding table, whose lookup is exact) computed in floating point is the exact product with each weight entry w perturbed by at most
-  gamma_n |w|, gamma_n = n u / (1 - n u); its effect on y_o is at most
-  gamma_n * sum |dy_o/dw| |w|;
+  not an embedding table, whose lookup is exact) computed in floating point is the exact
+  product with each weight entry w perturbed by at most gamma_n |w|, gamma_n = n u / (1 - n u);
+  its effect on y_o is at most gamma_n * sum |dy_o/dw| |w|;
 - each leaf layer's output v (its bias addition, its activation, its own operation) is rounded
   with at most numerics.OP_ROUNDING u |v|: at most OP_ROUNDING u * sum |dy_o/dv| |v|;
 
