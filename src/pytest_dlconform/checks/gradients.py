@@ -510,7 +510,9 @@ def _scale_hint(worst: _Measurement, found: list[_Measurement], label: str, r: f
 
 
 def _amount(r: float) -> str:
-    if not 0.5 < r < 1.5:
+    # the form is chosen on the ratio as printed (3 digits), so a ratio of 1.5 reads the same
+    # whichever side of 1.5 its last bits fall on (a gradient 1.5 times too large: 1.4999999 or 1.5000001)
+    if not 0.5 < float(f"{r:.3g}") < 1.5 or not 0.5 < float(f"{1 / r:.3g}") < 2:
         return f"{max(r, 1 / r):.3g} times"
     pct = f"{abs(r - 1) * 100:.2g}%"
     return pct if abs(r - 1) >= 1e-4 else f"{pct} (relative {abs(r - 1):.3g})"
