@@ -52,6 +52,7 @@ from .distributed import (
     wrap_verdict,
 )
 from .hints import hinting
+from .propagation import propagated_tolerances
 from .refusals import FORMAT_REFUSALS, WRAP_REFUSALS, Refusal, one_line_reason, refusal_reason
 from .tolerances import (
     TreeMismatch,
@@ -64,7 +65,6 @@ from .tolerances import (
     forward_tolerance,
     input_rounding_f_error,
     normwise,
-    propagated_tolerances,
     reference_diagnosis,
 )
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..numerics import OP_ROUNDING, UNIT_ROUNDOFF
+from ..numerics import OP_ROUNDING, UNIT_ROUNDOFF, Tolerance
 
 
 def gamma(n: int, u: float) -> float:
@@ -142,3 +142,36 @@ def keras_entry_bounds(model: Any, args: Sequence[Any], entries: dict[str, list[
                                  for (v, g_n), g in zip(weights, grads))
     del tape
     return bounds
+
+
+def propagated_tolerances(model: Any, inputs: Sequence[np.ndarray], framework: str, actual: dict[str, Any],
+                          expected: dict[str, Any], *, device: str = "cpu", points: int = 8) -> tuple[Tolerance, Tolerance]:
+    """(outputs, gradients) tolerances of a comparison of two float32 evaluations of a model
+    (compiled and eager) whose outputs are ``actual`` and ``expected``.
+
+    Outputs: :func:`forward_tolerance` (forward and backward), or, where larger, twice the
+    first-order worst-case bound of one evaluation (``propagation``: the roundings carried to
+    the output by the later layers' weights) at the outputs' largest differences and largest
+    entries, over the largest expected magnitude. Gradients: ``forward_tolerance``'s backward
+    bound times the same carrying factor (the propagated bound over the forward-only count,
+    at least 1): the backward pass runs through the same layers' weights, transposed, so a
+    rounding inside it is carried by them as in the forward pass."""
+    from .adapters import adapter_for
+    from .tolerances import forward_tolerance
+
+    both = forward_tolerance(model, inputs, framework, "float32", backward=True, device=device)
+    forward = forward_tolerance(model, inputs, framework, "float32", device=device)
+    entries = chosen_entries(actual, expected, points)
+    args = adapter_for(framework).tensors(model, inputs)
+    bounds = (torch_entry_bounds if framework == "torch" else keras_entry_bounds)(model, args, entries)
+    scale = max((float(np.max(np.abs(np.asarray(e, np.float64)))) for e in expected.values() if np.size(e)), default=0.0)
+    top = max((b for per in bounds.values() for b in per.values()), default=0.0)
+    carried = 2 * top / scale if scale > 0 else 0.0
+    factor = max(1.0, carried / forward.rtol) if forward.rtol > 0 else 1.0
+    where = (f"2 x {top:.3g} (first-order worst-case rounding of one evaluation carried through the layers, "
+             f"at {sum(len(v) for v in entries.values())} chosen output entries) / {scale:.3g}")
+    out = Tolerance(carried, where, dtype="float32") if carried > both.rtol else both
+    grad = (Tolerance(both.rtol * factor, f"{both.why} x {factor:.3g} (the rounding carried through the layers: "
+                      f"{where} over the forward count {forward.rtol:.3g})", dtype="float32")
+            if factor > 1 else both)
+    return out, grad
