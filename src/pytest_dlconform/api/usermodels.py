@@ -5,7 +5,7 @@ Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports 
 
 from __future__ import annotations
 
-from ..usermodels import (
+from ..run.usermodels import (
     example_inputs,
     example_targets,
 )
