@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-FIX_RETURN = ("return pytest_dlconform.run.usermodels.UserModel(model, make_inputs[, make_targets][, loss]) "
+FIX_RETURN = ("return pytest_dlconform.api.usermodels.UserModel(model, make_inputs[, make_targets][, loss]) "
               "or the tuple (model, make_inputs)")
 
 
