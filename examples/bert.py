@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_dlconform.usermodels import UserModel
+from pytest_dlconform.api.usermodels import UserModel
 
 VOCAB, LENGTH, BATCH = 48, 8, 4
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from pytest_dlconform.usermodels import UserModel
+from pytest_dlconform.api.usermodels import UserModel
 
 A, B, BATCH = 5, 3, 8
 

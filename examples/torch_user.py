@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_dlconform.usermodels import UserModel
+from pytest_dlconform.api.usermodels import UserModel
 
 FEATURES, CLASSES, BATCH = 6, 3, 8
 

@@ -126,7 +126,7 @@ for fw in $FRAMEWORKS; do
   step "what $fw sees"
   TF_CPP_MIN_LOG_LEVEL=2 "$(python_for "$fw")" - "$fw" "$DEVICE" 2>"$OUT/device-facts-$fw.err" <<'EOF' | tee "$OUT/device-facts-$fw.txt"
 import sys
-from pytest_dlconform import devices
+from pytest_dlconform.core import devices
 from pytest_dlconform.checks import tf32
 fw, device = sys.argv[1], sys.argv[2]
 print("dlconform discovers:", devices.discover().describe())

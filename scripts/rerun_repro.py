@@ -68,7 +68,7 @@ def same_failure(original: dict[str, Any], rerun: dict[str, Any]) -> list[str]:
 
 def rerun(line: str, mutant: str, site_folder: Path, timeout: float) -> tuple[int, str, dict[str, Any] | None]:
     """Run ``line`` with bash from an empty folder under ``mutant``: exit code, output, its report."""
-    from pytest_dlconform.mutants import site
+    from pytest_dlconform.run.mutants import site
 
     with tempfile.TemporaryDirectory(prefix="dlconform-rerun-") as tmp:
         empty, report = Path(tmp) / "empty", Path(tmp) / "rerun.json"

@@ -26,7 +26,7 @@ def not_applicable(reason: str, *, cause: str | None = None, subject: str | None
     import pytest
 
     if cause is not None:
-        from . import evidence
+        from .core import evidence
 
         evidence.note(not_applicable_cause=cause, **({"not_applicable_subject": subject} if subject else {}))
 

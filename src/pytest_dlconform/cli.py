@@ -173,30 +173,30 @@ def _delegate(command: str, argv: list[str]) -> int:
     if command == "model":
         return _model(argv)
     if command == "soak":
-        from . import soak
+        from .core import soak
 
         return soak.main(argv)
     if command == "mutate":
-        from .mutants import runner
+        from .run.mutants import runner
 
         return runner.main(argv)
     if command == "merge":
-        from . import merge
+        from .report import merge
 
         return merge.main(argv)
     if command == "durations":
-        from . import shards
+        from .run import shards
 
         return shards.main(argv)
     if command == "coverage":
-        from . import api_coverage
+        from .report import api_coverage
 
         return api_coverage.main(argv)
     if command == "modes":
-        from . import modes
+        from .report import modes
 
         return modes.main(argv)
-    from . import repro
+    from .report import repro
 
     return repro.main(argv)
 
@@ -207,7 +207,7 @@ def version_text() -> str:
     from importlib import metadata
 
     from . import __version__
-    from .settings import FRAMEWORK_CHOICES, framework_version
+    from .run.settings import FRAMEWORK_CHOICES, framework_version
 
     def dist(name: str) -> str | None:
         try:
@@ -223,8 +223,8 @@ def version_text() -> str:
 
 
 def _claims(args: argparse.Namespace) -> int:
-    from . import claims as registry
-    from . import ledger
+    from .core import claims as registry
+    from .report import ledger
 
     if args.check is not None:
         return ledger.print_coverage(args.check or None)
@@ -240,7 +240,7 @@ def _run(pytest_args: Sequence[str], *, announce: bool = True) -> int:
     import os
     import subprocess
 
-    from .settings import PACKAGED_DIVERGENCES_VAR
+    from .run.settings import PACKAGED_DIVERGENCES_VAR
 
     # The packaged known divergences become --dl-divergences's default (settings._divergences),
     # so a flag, the environment variable or an ini key the user set still decides.
@@ -292,7 +292,7 @@ def _model(argv: Sequence[str]) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from . import compare
+    from .report import compare
 
     threshold = compare.DEFAULT_DRIFT if args.threshold is None else args.threshold
     if not threshold > 0:
@@ -334,7 +334,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _html(args: argparse.Namespace) -> int:
-    from . import compare, html, results
+    from .report import compare, html, results
 
     try:
         doc = compare.load(args.report, "report")

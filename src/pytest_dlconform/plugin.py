@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import settings as opts
-from . import strategies  # the dl_strategies marker, its deselection, the GPU turn, the outer cluster
-from .activation import MARKERS, Activation, is_claim_function
-from .strategies import dl_groups, dl_timeout  # noqa: F401 - fixtures, registered by being in this module
+from .run import settings as opts
+from .run import strategies  # the dl_strategies marker, its deselection, the GPU turn, the outer cluster
+from .run.activation import MARKERS, Activation, is_claim_function
+from .run.strategies import dl_groups, dl_timeout  # noqa: F401 - fixtures, registered by being in this module
 
 if TYPE_CHECKING:  # the run's modules load when a run asks for dlconform, not with the plugin
-    from .session import Process, Worker
+    from .run.session import Process, Worker
 
 ACTIVATION = pytest.StashKey[Activation]()
 
@@ -63,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if act.reason is not None and not config.getoption("dl_list_claims"):
         _process(config)  # asked for up front: a bad option is a usage error before collection
     if act.process is not None and act.process.settings.api_ledger:  # --dl-api-ledger: record calls (api_ledger.py)
-        from .api_ledger import register
+        from .report.api_ledger import register
 
         register(config, act.process.settings.api_ledger, act.process.settings.frameworks)
     config.pluginmanager.register(ReportHook(config), "dlconform-reports")
@@ -93,12 +93,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if getattr(config.option, "dl_profile", None) or opts.env_var(opts.PROFILE) in os.environ:
-        from .profiles import choose_seed
+        from .run.profiles import choose_seed
 
         choose_seed(config)  # a randomized profile without --hypothesis-seed: pick one, printed and reported
     if not config.getoption("dl_list_claims"):
         return None
-    from .ledger import print_ledger
+    from .report.ledger import print_ledger
 
     try:
         settings = opts.from_config(config)
@@ -144,7 +144,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
     worker = _active_worker(item.config)
     if worker is None:
         return (yield)
-    from . import verdicts
+    from .report import verdicts
 
     with verdicts.phase_warnings(item, worker):
         return (yield)
@@ -155,7 +155,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     worker = _active_worker(item.config)
     if worker is None:
         return (yield)
-    from . import verdicts
+    from .report import verdicts
 
     with verdicts.phase_warnings(item, worker), verdicts.bounded_shrinking(item, worker):
         return (yield)
@@ -175,7 +175,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
     worker = _active_worker(item.config)
     if worker is None:
         return (yield)
-    from . import verdicts
+    from .report import verdicts
 
     with verdicts.phase_warnings(item, worker):
         return (yield)
@@ -186,7 +186,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     worker = _active_worker(item.config)
     if worker is None:
         return (yield)
-    from . import verdicts
+    from .report import verdicts
 
     with verdicts.phase_warnings(item, worker):  # hypothesis's own makereport imports libcst on a failure
         report = yield
@@ -198,7 +198,7 @@ def pytest_report_teststatus(report: Any, config: pytest.Config) -> tuple[str, s
     """A harness failure inside a test's call is a pytest error, not a failure."""
     if _active(config) is None:
         return None
-    from . import verdicts
+    from .report import verdicts
 
     return verdicts.teststatus(report)
 
@@ -213,7 +213,7 @@ class ReportHook:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         process = _active(self.config)
         if process is None:
-            from .results import is_claim_report
+            from .report.results import is_claim_report
 
             if not is_claim_report(report):
                 return
@@ -270,7 +270,7 @@ def dl_strategy(request: pytest.FixtureRequest, dl_device: str) -> Any:
 
 @pytest.fixture(scope="session")
 def dl_model(request: pytest.FixtureRequest, dl_device: str) -> Any:
-    """A registered user model (--dl-model module:factory): see pytest_dlconform.usermodels."""
+    """A registered user model (--dl-model module:factory): see pytest_dlconform.run.usermodels."""
     return _worker(request.config).fixtures.model(request.param, dl_device)
 
 

@@ -18,7 +18,7 @@ matrix and the report name the op that broke, in four modes:
 Inside each test, every registered sample of the op (:func:`samples`: each parameter class
 and each input regime at least once) runs in every hypothesis example; hypothesis draws the
 shapes, the free parameters and the input values. Each test records what it visited in its
-evidence (``coverage``), which :mod:`pytest_dlconform.coverage` aggregates into the report's
+evidence (``coverage``), which :mod:`pytest_dlconform.report.coverage` aggregates into the report's
 ledger. A finite-difference check that is inconclusive (the derivative drowns in f's
 rounding, e.g. tanh saturated) is counted and reported; a test where most are inconclusive
 is a harness error, not a pass.

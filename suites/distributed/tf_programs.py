@@ -2,9 +2,9 @@
 
 Each function takes a strategy (in-process: Mirrored, default, OneDevice, TPU) or, as an
 ``mw_*``/``ps_*`` program, a rank's context whose setup built the strategy
-(:mod:`pytest_dlconform.distribution.ranks`); ranks import this module by name, so it
+(:mod:`pytest_dlconform.harness.distribution.ranks`); ranks import this module by name, so it
 holds module-level functions only and imports no test module. Results are plain data
-(:mod:`pytest_dlconform.distribution.payloads`).
+(:mod:`pytest_dlconform.harness.distribution.payloads`).
 """
 
 from __future__ import annotations

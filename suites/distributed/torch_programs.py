@@ -2,7 +2,7 @@
 
 Each function is a program for :meth:`pytest_dlconform.harness.groups.LocalGroup.run`:
 ``program(ctx, payload)`` in a rank whose setup made the process group
-(:func:`pytest_dlconform.distribution.ranks.torch_setup`); ranks import this module by
+(:func:`pytest_dlconform.harness.distribution.ranks.torch_setup`); ranks import this module by
 name, so it holds module-level functions only and imports no test module.
 """
 

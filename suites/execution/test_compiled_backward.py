@@ -445,7 +445,7 @@ def _test_mode_op(item: Any) -> tuple[str, str] | None:
 
 class QuickSample:
     """The quick profile's selection (``--dl-profile=quick``): of this module's tests, the
-    (mode, op) pairs of :func:`pytest_dlconform.profiles.quick_compiled_sample` for the run's
+    (mode, op) pairs of :func:`pytest_dlconform.run.profiles.quick_compiled_sample` for the run's
     ``--dl-seed`` (every mode with each of its dtypes, one op of every op family per mode, a
     deterministic rotation by the seed); an apart class's test runs when its op is in
     inductor's sample. The rest is deselected (pytest counts it), before the plugin selects

@@ -13,7 +13,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from pytest_dlconform.usermodels import UserModel
+from pytest_dlconform.api.usermodels import UserModel
 
 FEATURES, BATCH = 6, 8
 

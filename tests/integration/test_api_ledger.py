@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_dlconform import api_coverage, api_ledger  # noqa: E402
+from pytest_dlconform.report import api_coverage, api_ledger  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 

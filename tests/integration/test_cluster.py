@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import distribution as dist
 from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.fresh import run_python
+from pytest_dlconform.frameworks.fresh import run_python
 from pytest_dlconform.harness import clusters, groups, netns, ports, processes
+from pytest_dlconform.harness import distribution as dist
 from pytest_dlconform.harness.groups import ClusterError, LocalGroup, TaskError
 from pytest_dlconform.harness.pool import GroupPool
 from pytest_dlconform.harness.rank import WorkerContext
@@ -481,7 +481,7 @@ def test_step_oracle_fails_a_custom_loop_that_averages_per_replica():
 from dataclasses import replace
 from pytest_dlconform.frameworks import adapter
 adapter("tensorflow").configure(threads=1, logical_cpus=2)
-from pytest_dlconform import distribution as D
+from pytest_dlconform.harness import distribution as D
 from pytest_dlconform.checks import reductions as R
 from pytest_dlconform.suites.distributed import tf_programs
 import numpy as np

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_dlconform import distribution as dist
 from pytest_dlconform.checks import reductions as oracle
-from pytest_dlconform.distribution import cases as dcases
-from pytest_dlconform.distribution import collectives as C
-from pytest_dlconform.distribution.payloads import Outcome, ReduceCase
+from pytest_dlconform.harness import distribution as dist
+from pytest_dlconform.harness.distribution import cases as dcases
+from pytest_dlconform.harness.distribution import collectives as C
+from pytest_dlconform.harness.distribution.payloads import Outcome, ReduceCase
 from pytest_dlconform.harness.groups import LocalGroup
 from pytest_dlconform.harness.rank import WorkerContext
 
@@ -299,7 +299,7 @@ def _check_join(group: Any) -> None:
 
 
 def test_a_claim_whose_tests_are_all_known_divergences_demands_no_modes():
-    from pytest_dlconform import modes
+    from pytest_dlconform.report import modes
 
     def test(verdict: str, divergence: str | None, covered: dict[str, int] | None = None) -> dict[str, Any]:
         return {"verdict": verdict, "divergence": divergence, "evidence": {"modes": covered or {}}}

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import tomllib
 
-from pytest_dlconform import evidence
 from pytest_dlconform.checks import crossframework as cf
 from pytest_dlconform.checks import roundtrip as rt
 from pytest_dlconform.checks.roundtrip import zoo
+from pytest_dlconform.core import evidence
 
 TIMEOUT = 180.0
 ORT_FLOAT_ONLY = ("elu", "selu", "leaky_relu", "softplus", "gelu", "gelu_tanh")  # as suites/export/test_torch_formats.py
@@ -32,7 +32,7 @@ FORMAT_MODES = {"keras-file", "model.export", "tflite-float", "tflite-int8", "sc
 
 
 def _claims(area: str) -> dict[str, Any]:
-    text = (resources.files("pytest_dlconform") / "claims" / f"{area}.toml").read_text(encoding="utf-8")
+    text = (resources.files("pytest_dlconform.core") / "claims" / f"{area}.toml").read_text(encoding="utf-8")
     return {c["id"]: c for c in tomllib.loads(text)["claim"]}
 
 

@@ -1,6 +1,6 @@
 """Each shipped known divergence's standalone script reproduces it in a fresh interpreter.
 
-The scripts in pytest_dlconform/findings/ import only the framework and numpy; here each
+The scripts in pytest_dlconform/report/findings/ import only the framework and numpy; here each
 runs as a maintainer would run it (``python SCRIPT``, a clean environment, a deadline) and
 must exit 1 with its BUG PRESENT line on this stack, the stack the entries are for. When a
 framework release fixes one, its script exits 0, this test fails, and the entry (and the
@@ -18,10 +18,11 @@ from importlib import metadata, resources
 
 import pytest
 
-from pytest_dlconform import devices, divergences
+from pytest_dlconform.core import devices
+from pytest_dlconform.report import divergences
 
-FINDINGS = resources.files("pytest_dlconform") / "findings"
-ENTRIES = divergences.load(str(resources.files("pytest_dlconform") / "known_divergences.toml"))
+FINDINGS = resources.files("pytest_dlconform.report") / "findings"
+ENTRIES = divergences.load(str(resources.files("pytest_dlconform.report") / "known_divergences.toml"))
 # Findings with no known-divergences entry (no suite test is violated by them: the suites do
 # not reach the case yet), with the versions they were observed on.
 UNPINNED = {
@@ -93,7 +94,7 @@ SCRIPTS = {str(e.script): _pins(e) for e in ENTRIES} | {k: sorted(v.items()) for
 def test_every_entry_names_a_shipped_script_and_every_script_is_run_here():
     for entry in ENTRIES:
         assert entry.script, f"{entry.where} ({entry.claim}) names no standalone script (script = \"...\")"
-        assert (FINDINGS / entry.script).is_file(), f"{entry.where}: {entry.script} is not in pytest_dlconform/findings/"
+        assert (FINDINGS / entry.script).is_file(), f"{entry.where}: {entry.script} is not in pytest_dlconform/report/findings/"
     shipped = {p.name for p in FINDINGS.iterdir() if p.name.endswith(".py") and p.name != "__init__.py"}
     assert shipped == set(SCRIPTS), f"scripts not run here: {shipped - set(SCRIPTS)}; missing: {set(SCRIPTS) - shipped}"
 

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from pytest_dlconform import distribution as dist
-from pytest_dlconform.fresh import GROWTH_VAR, run_python
+from pytest_dlconform.frameworks.fresh import GROWTH_VAR, run_python
+from pytest_dlconform.harness import distribution as dist
 from pytest_dlconform.harness import ports
 from pytest_dlconform.harness.groups import LocalGroup
 from pytest_dlconform.suites.distributed import torch_programs

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import html, results
+from pytest_dlconform.report import html, results
 
 BROWSERS = ("chromium", "chromium-browser")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

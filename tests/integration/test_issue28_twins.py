@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import divergences
+from pytest_dlconform.report import divergences
 
 PACKAGED = divergences.load(divergences.__file__.rsplit("/", 1)[0] + "/known_divergences.toml")
 
@@ -126,6 +126,6 @@ def test_training_iteration_check_fails_a_spectral_norm_that_skips_training_iter
 
 
 def test_the_library_mutant_skips_only_training_iterations():
-    from pytest_dlconform.mutants import registry
+    from pytest_dlconform.run.mutants import registry
 
     assert "torch-spectral-norm-no-training-iteration" in registry()

@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import distribution as dist
+from pytest_dlconform.harness import distribution as dist
 from pytest_dlconform.harness import netns, serving
 from pytest_dlconform.harness.clusters import OUTER_CLUSTER_VARS
 from pytest_dlconform.harness.rank import WorkerContext
@@ -332,7 +332,7 @@ def test_without_a_namespace_the_reason_names_every_attempt_and_the_opt_in_runs_
     code = """
 import json, os
 import pytest
-from pytest_dlconform import distribution as dist
+from pytest_dlconform.harness import distribution as dist
 from pytest_dlconform.harness import netns
 out = {}
 try:

@@ -16,7 +16,7 @@ EXAMPLES = ("examples.gan:generator", "examples.bert:tiny_bert", "examples.torch
 
 
 def test_every_example_passes_every_model_claim(tmp_path, request):
-    from pytest_dlconform import claims
+    from pytest_dlconform.core import claims
 
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "pytest_dlconform.suites.model", "-p", "no:cacheprovider",

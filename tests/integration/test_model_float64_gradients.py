@@ -41,7 +41,7 @@ def _importable(monkeypatch):
 
 
 def handle(ref: str, framework: str) -> Any:
-    from pytest_dlconform.usermodels import ModelHandle
+    from pytest_dlconform.run.usermodels import ModelHandle
 
     return ModelHandle(ref, framework, "cpu", "cpu", 120.0)
 
@@ -92,8 +92,8 @@ def test_torch_examples_hold_in_float64_over_seeds(ref):
 @pytest.mark.parametrize("ref", ["examples.keras_user:two_tower", "keras_own_models:own_model"])
 def test_a_float64_keras_build_has_float64_inputs(keras, ref):
     """What failed before: the policy alone left keras.Input at floatx (float32)."""
-    from pytest_dlconform import usermodels
     from pytest_dlconform.checks import usermodel as ops
+    from pytest_dlconform.run import usermodels
 
     before = global_dtypes()
     um = handle(ref, "tensorflow").build("float64", seed=0)

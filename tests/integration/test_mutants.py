@@ -1,4 +1,4 @@
-"""The mutation tool (pytest_dlconform.mutants): the runner's verdicts, the import hook in
+"""The mutation tool (pytest_dlconform.run.mutants): the runner's verdicts, the import hook in
 fresh interpreters (and its absence in a clean run), the library's bookkeeping, bad input.
 
 The runner tests use mutants of this file's own (registered through DLCONFORM_MUTANT_MODULES,
@@ -20,17 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlconform import claims
-from pytest_dlconform.mutants import AREAS, ENV_VAR, LOG_VAR, registry, runner, site
-from pytest_dlconform.mutants.hook import EXTRA_MODULES_VAR
+from pytest_dlconform.core import claims
+from pytest_dlconform.run.mutants import AREAS, ENV_VAR, LOG_VAR, registry, runner, site
+from pytest_dlconform.run.mutants.hook import EXTRA_MODULES_VAR
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACKERS = ("https://github.com/pytorch/", "https://github.com/tensorflow/", "https://github.com/keras-team/",
             "https://github.com/meta-pytorch/")
 
 TEST_MUTANTS = '''
-from pytest_dlconform.mutants import mutant
-from pytest_dlconform.mutants.modules import _torch_dropout_no_rescale
+from pytest_dlconform.run.mutants import mutant
+from pytest_dlconform.run.mutants.modules import _torch_dropout_no_rescale
 
 
 @mutant("test-caught", areas="modules", claims="modules.dropout", target="torch",
@@ -149,7 +149,7 @@ def test_score_counts_per_area(tmp_path):
 def _child(env: dict[str, str], code: str) -> str:
     """``code`` in a child that itself starts a fresh interpreter through fresh.run_python."""
     outer = textwrap.dedent(f"""
-        from pytest_dlconform.fresh import run_python
+        from pytest_dlconform.frameworks.fresh import run_python
         print(run_python({code!r}, timeout=120))
     """)
     done = subprocess.run([sys.executable, "-c", outer], env=env, capture_output=True, text=True, timeout=180)
@@ -160,7 +160,7 @@ def _child(env: dict[str, str], code: str) -> str:
 def test_the_hook_reaches_a_grandchild_interpreter_and_a_clean_run_is_untouched(mutant_dir, tmp_path):
     folder = site.prepare(tmp_path / "site")
     log = tmp_path / "mutant.log"
-    probe = "import dlconform_probe_target as m, sys; emit([m.VALUE, 'pytest_dlconform.mutants.hook' in sys.modules])"
+    probe = "import dlconform_probe_target as m, sys; emit([m.VALUE, 'pytest_dlconform.run.mutants.hook' in sys.modules])"
     assert _child(site.environment(folder, "test-plain-module", log), probe) == "['mutated', True]"
     applied = [line for line in log.read_text().splitlines() if " applied test-plain-module" in line]
     assert len(applied) == 1, log.read_text()  # the grandchild imported the target; the child did not
@@ -208,7 +208,7 @@ def test_a_stopped_runner_stops_its_runs_in_progress(mutant_dir, tmp_path, sig):
     out = tmp_path / "out"
     argv = ["--mutant", "test-caught", "test-harmless", "test-broken", "--out", str(out), "-n", "0", "-j", "2"]
     # The runner in a process of its own, with this file's mutants registered (mutant_dir's module).
-    cmd = [sys.executable, "-c", "import sys, dlconform_test_mutants; from pytest_dlconform.mutants import runner; "
+    cmd = [sys.executable, "-c", "import sys, dlconform_test_mutants; from pytest_dlconform.run.mutants import runner; "
            f"sys.exit(runner.main({argv!r}))"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     printed: list[tuple[float, str]] = []  # the runner's lines, with when they arrived

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import coverage, evidence
+from pytest_dlconform.core import evidence
 from pytest_dlconform.frameworks import HarnessError
 from pytest_dlconform.programs import OPS
 from pytest_dlconform.programs import samples as S
-from pytest_dlconform.report import Report
+from pytest_dlconform.report import coverage
+from pytest_dlconform.report.document import Report
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = "suites/autodiff/test_ops.py"

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_dlconform import evidence
 from pytest_dlconform.checks import crossframework as cf
 from pytest_dlconform.checks import precision as ref
 from pytest_dlconform.checks.numerics import ToleranceExceeded
+from pytest_dlconform.core import evidence
 from pytest_dlconform.suites.interop import _speed
 
 L, A = cf.Layer, cf.Architecture

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_dlconform import profiles
+from pytest_dlconform.run import profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = "suites/execution/test_compiled_backward.py"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlconform import divergences
+from pytest_dlconform.report import divergences
 
 PACKAGED = str(Path(divergences.__file__).with_name("known_divergences.toml"))
 TEST = "pytest_dlconform.suites.autodiff.test_known_limits::test_torch_hardsigmoid_float64_gradient"

@@ -142,7 +142,7 @@ def test_a_loader_that_raises_on_a_sealed_artifact_is_a_violation_not_a_harness_
     with pytest.raises(rt.LoadFailed, match=message) as info:
         rt.load(art.path, "state-dict", SPEC64)
     assert isinstance(info.value, AssertionError) and not isinstance(info.value, rt.ArtifactError)
-    from pytest_dlconform.outcomes import classify  # the verdict pytest's report gets
+    from pytest_dlconform.report.outcomes import classify  # the verdict pytest's report gets
 
     assert classify(info.value) == "violated"
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import compare, merge, modes, shards
+from pytest_dlconform.report import compare, merge, modes
+from pytest_dlconform.run import shards
 
 ROOT = Path(__file__).resolve().parents[2]
 # Cheap claims (about 30 tests, 15 s here) with documented modes, a known divergence applied

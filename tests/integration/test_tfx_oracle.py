@@ -24,8 +24,8 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("tfx") is None,
 def run(tmp_path_factory: Any) -> dict[str, Any]:
     import tensorflow as tf
 
-    from pytest_dlconform import fresh
     from pytest_dlconform.checks import tfx as px
+    from pytest_dlconform.frameworks import fresh
 
     root = tmp_path_factory.mktemp("tfx")
     px.write_csv(root / "data" / "data.csv", 300, seed=11)

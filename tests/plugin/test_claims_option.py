@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pytest_dlconform import fingerprint
+from pytest_dlconform.core import fingerprint
 
 TEST = """
 import pytest

@@ -64,7 +64,7 @@ NESTED = '''
 import time
 import pytest
 from hypothesis import given, strategies as st
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.frameworks.inputs import budget
 
 @pytest.mark.claim("autodiff.tape.watch")
 def test_a_claim_with_a_property_inside():
@@ -88,7 +88,7 @@ MODULE_LEVEL = '''
 import time
 import pytest
 from hypothesis import given, strategies as st
-from pytest_dlconform.inputs import budget
+from pytest_dlconform.frameworks.inputs import budget
 
 @budget(5)
 @given(st.integers())

@@ -11,7 +11,7 @@ import pytest
 WARN_SUITE = """
 import os, warnings
 import pytest
-from pytest_dlconform.fresh import run_python
+from pytest_dlconform.frameworks.fresh import run_python
 
 @pytest.mark.claim("autodiff.tape.watch")
 def test_warns():

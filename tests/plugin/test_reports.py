@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import compare
+from pytest_dlconform.report import compare
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -162,14 +162,14 @@ def test_a_run_writes_the_json_report_html_and_junit(upgrade: dict[str, Any]) ->
         "test_harness_breaks": "error",
     }
     assert tests["test_needs_a_gpu"]["reason"] == "needs a GPU: nvidia-smi not found"
-    assert tests["test_harness_breaks"]["reason"].startswith("pytest_dlconform.exceptions.HarnessError: the worker")
+    assert tests["test_harness_breaks"]["reason"].startswith("pytest_dlconform.core.exceptions.HarnessError: the worker")
     check = tests["test_vjp_is_w_times_the_jacobian"]["evidence"]["checks"]["w^T J of x*sin(x)"]
     assert 0 <= check["margin"] < 1 and check["tolerance"] > 0 and check["count"] == 20
     assert doc["claims"]["autodiff.tape.output-gradients"]["claim"]["statement"].startswith("gradient(target, sources")
     assert doc["counts"]["claims"] == {"holds": 2, "violated": 0, "not applicable": 1, "error": 1}
     matrix = old.stdout[old.stdout.index("dlconform conformance matrix"):]
     assert "autodiff.tape.output-gradients" in matrix and "claims: 2 holds, 0 violated, 1 not applicable, 1 error" in matrix
-    assert "harness error, not a conformance result (1 test): pytest_dlconform.exceptions.HarnessError" in matrix
+    assert "harness error, not a conformance result (1 test): pytest_dlconform.core.exceptions.HarnessError" in matrix
     assert "n/a (1 test): needs a GPU: nvidia-smi not found" in matrix
     page = (folder / "old.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and 'id="matrix"' in page

@@ -1,7 +1,7 @@
 """@pytest.mark.dl_strategies(...): a test exists only for the distribution strategies it covers.
 
 The plugin parametrizes ``dl_strategy`` over the run's strategies of the test's framework;
-the marker (pytest_dlconform.strategies) deselects the others at collection, the way the
+the marker (pytest_dlconform.run.strategies) deselects the others at collection, the way the
 distributed suites rely on. The unmarked twin keeps every strategy, so the check can fail.
 """
 

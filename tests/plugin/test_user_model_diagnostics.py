@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pytest_dlconform.usermodels import UserModel
+from pytest_dlconform.api.usermodels import UserModel
 
 
 def _x(seed):

@@ -11,7 +11,7 @@ import pytest
 FACTORIES = '''
 import numpy as np
 
-from pytest_dlconform.usermodels import UserModel
+from pytest_dlconform.api.usermodels import UserModel
 
 NOT_CALLABLE = 3
 

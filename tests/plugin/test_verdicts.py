@@ -8,7 +8,8 @@ import pytest
 
 VERDICT_SUITE = """
 import pytest
-from pytest_dlconform import evidence, not_applicable
+from pytest_dlconform import not_applicable
+from pytest_dlconform.core import evidence
 from pytest_dlconform.frameworks import HarnessError
 
 @pytest.mark.claim("autodiff.tape.watch")

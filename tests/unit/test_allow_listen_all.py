@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlconform import settings as opts
+from pytest_dlconform.run import settings as opts
 
 
 def build(cli=None, env=None, ini=None) -> opts.Settings:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import api_coverage, api_ledger
+from pytest_dlconform.report import api_coverage, api_ledger
 
 
 def _part(entries: dict[str, str], called: list[str], version: str = "2.13.0") -> dict[str, Any]:

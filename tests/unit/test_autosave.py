@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from test_compare import BASE, NESTED, XLA, changed, doc, save  # tests/unit is on sys.path (rootdir-relative import)
 
-from pytest_dlconform import cli, compare, results
-from pytest_dlconform import settings as opts
-from pytest_dlconform.report import Report
-from pytest_dlconform.session.outcome import autosave
+from pytest_dlconform import cli
+from pytest_dlconform.report import compare, results
+from pytest_dlconform.report.document import Report
+from pytest_dlconform.run import settings as opts
+from pytest_dlconform.run.session.outcome import autosave
 
 NOW = datetime.datetime(2024, 6, 11, 12, 3, 1, tzinfo=datetime.timezone.utc)
 

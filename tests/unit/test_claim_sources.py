@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlconform import claims
+from pytest_dlconform.core import claims
 
 ROOT = Path(__file__).resolve().parents[2]
 CITES = ("documentation", "docstring", "guide", "docs", "API", "README", "common belief", "tutorial", "notes")

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import claims as registry
-from pytest_dlconform import cli, compare, fingerprint, results
-from pytest_dlconform import settings as opts
+from pytest_dlconform import cli
+from pytest_dlconform.core import claims as registry
+from pytest_dlconform.core import fingerprint
+from pytest_dlconform.report import compare, results
+from pytest_dlconform.run import settings as opts
 
 ENV = {"python": "3.11.7", "frameworks": {"tensorflow": "2.20.0", "numpy": "2.4.6", "hypothesis": "6.155.2"},
        "profile": "ci", "seed": 0, "settings": {"frameworks": ["tensorflow"], "selected_devices": ["cpu"]}}

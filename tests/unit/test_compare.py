@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import cli, compare, results
+from pytest_dlconform import cli
+from pytest_dlconform.report import compare, results
 
 TF, TORCH = {"framework": "tf", "device": "cpu"}, {"framework": "torch", "device": "cpu"}
 GPU = {"framework": "tf", "device": "gpu"}

@@ -15,7 +15,6 @@ import math
 import numpy as np
 import pytest
 
-from pytest_dlconform import evidence
 from pytest_dlconform.checks import crossframework as cf
 from pytest_dlconform.checks import reductions as R
 from pytest_dlconform.checks import roundtrip as rt
@@ -33,6 +32,7 @@ from pytest_dlconform.checks.numerics import (
 from pytest_dlconform.checks.stats import StatisticalViolation, assert_scaled
 from pytest_dlconform.checks.tracing import assert_within
 from pytest_dlconform.checks.tracing.dynamo_cache import CompileCountMismatch, _compare_output
+from pytest_dlconform.core import evidence
 
 REF = np.array([1.0, 2.0, 3.0, 4.0])
 PARTLY_NAN = np.array([1.0, math.nan, 3.0, 4.0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlconform import devices
+from pytest_dlconform.core import devices
 
 NONE = devices.Inventory(2, (), (), "nvidia-smi not found")
 TWO = devices.Inventory(16, ("H200", "H200"), ("0", "1"), "nvidia-smi")
@@ -63,7 +63,7 @@ def test_threads_per_worker_never_oversubscribe():
 def test_the_cpu_is_described_by_model_and_the_vector_extensions_that_choose_kernels():
     """Two CI machines of one kind ran different kernels (finding 14 reproduced on one only): the
     header and the report name the CPU and its kernel-choosing flags."""
-    from pytest_dlconform.devices import Inventory, cpu_description
+    from pytest_dlconform.core.devices import Inventory, cpu_description
 
     x86 = ("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma avx512f avx512_bf16 ht\n"
            "processor\t: 1\nmodel name\t: other\nflags\t\t: fpu\n")

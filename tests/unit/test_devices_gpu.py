@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlconform import devices
+from pytest_dlconform.core import devices
 
 H200 = [  # (index, uuid, bus id, name, compute capability), nvidia-smi's PCI bus order
     ("0", "GPU-1a2b3c4d-0000-1111-2222-333344445555", "00000000:1B:00.0", "NVIDIA H200", "9.0"),

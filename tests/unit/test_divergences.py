@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlconform import divergences, outcomes, results
 from pytest_dlconform.checks import bug_references
-from pytest_dlconform.divergences import Failure
-from pytest_dlconform.report import freeze
+from pytest_dlconform.report import divergences, outcomes, results
+from pytest_dlconform.report.divergences import Failure
+from pytest_dlconform.report.document import freeze
 
 if sys.version_info < (3, 11):
     from exceptiongroup import ExceptionGroup  # pytest's dependency on 3.10
@@ -92,7 +92,7 @@ def test_divergence_file_errors_are_one_line(tmp_path: Path) -> None:
 def test_the_shipped_file_pins_every_entry() -> None:
     from importlib import resources
 
-    entries = divergences.load(str(resources.files("pytest_dlconform") / "known_divergences.toml"))
+    entries = divergences.load(str(resources.files("pytest_dlconform.report") / "known_divergences.toml"))
     assert entries and all(e.tests and (e.exception or e.max_error) and (e.version or e.versions) for e in entries)
 
 
@@ -349,7 +349,7 @@ def test_a_pin_matches_only_when_every_wrong_entry_shows_the_symptom(tmp_path: P
 
 
 def test_the_ceiling_sees_the_largest_failing_error_not_the_worst_margin() -> None:
-    from pytest_dlconform import evidence
+    from pytest_dlconform.core import evidence
 
     with evidence.recording() as rec:
         evidence.check("erf forward", observed=2e-16, tolerance=7e-18)  # margin 29: the worst margin

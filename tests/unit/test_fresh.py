@@ -1,4 +1,4 @@
-"""The one fresh-interpreter protocol (pytest_dlconform.fresh): result, child failure, deadline.
+"""The one fresh-interpreter protocol (pytest_dlconform.frameworks.fresh): result, child failure, deadline.
 
 checks.roundtrip (FreshBatch) and checks.crossframework (keras_backend_call) run their
 children through fresh.call, so these are the guarantees both rely on: the child's result
@@ -15,8 +15,7 @@ import time
 
 import pytest
 
-from pytest_dlconform import fresh
-from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.frameworks import HarnessError, fresh
 
 
 def test_run_python_returns_what_the_child_emits():

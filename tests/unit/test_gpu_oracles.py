@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pytest_dlconform.checks.reductions import ReductionMismatch
-from pytest_dlconform.distribution import Outcome, ReduceCase, check_nccl_int_avg
+from pytest_dlconform.harness.distribution import Outcome, ReduceCase, check_nccl_int_avg
 
 CASE = ReduceCase("all_reduce", (np.array([7.0, -3.0]), np.array([2.0, 4.0]), np.array([1.0, 1.0])), "int32", op="mean")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pytest_dlconform import html, results
+from pytest_dlconform.report import html, results
 
 AREAS = ("autodiff", "execution", "distributed", "export", "data", "modules", "precision", "interop")
 COLUMNS = [("tf", "cpu"), ("torch", "cpu"), ("tf+torch", "cpu")]

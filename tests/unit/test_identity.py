@@ -9,7 +9,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 
 import pytest
 
-from pytest_dlconform.session import identity
+from pytest_dlconform.run.session import identity
 
 TEST = "data/test_tfdata.py::TestShuffle::test_reshuffles_each_epoch[tf-cpu]"
 LOCAL = "suites/" + TEST

@@ -85,7 +85,7 @@ def test_the_check_sees_a_suite_reaching_into_the_plugin(tmp_path: Path, monkeyp
     relative import out of the suites and a core module importing a suite are all named."""
     suites = tmp_path / "suites" / "area"
     suites.mkdir(parents=True)
-    (suites / "conftest.py").write_text("from pytest_dlconform.plugin import KEY\nfrom ... import session\n")
+    (suites / "conftest.py").write_text("from pytest_dlconform.plugin import KEY\nfrom ...run.session import Worker\n")
     (suites / "test_ok.py").write_text("from pytest_dlconform.api import evidence\nfrom . import _helpers\nimport numpy\n")
     src = tmp_path / "src" / "pytest_dlconform"
     src.mkdir(parents=True)
@@ -95,7 +95,7 @@ def test_the_check_sees_a_suite_reaching_into_the_plugin(tmp_path: Path, monkeyp
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert suite_violations() == [
         "suites/area/conftest.py:1: imports pytest_dlconform.plugin (use pytest_dlconform.api)",
-        "suites/area/conftest.py:2: imports pytest_dlconform.session (use pytest_dlconform.api)",
+        "suites/area/conftest.py:2: imports pytest_dlconform.run.session (use pytest_dlconform.api)",
     ]
     assert core_violations() == [
         "src/pytest_dlconform/cluster.py:1: the core imports the suite module pytest_dlconform.suites.distributed",
@@ -105,8 +105,8 @@ def test_the_check_sees_a_suite_reaching_into_the_plugin(tmp_path: Path, monkeyp
 def test_the_public_surface_imports_no_framework_and_no_run_machinery() -> None:
     code = (
         "import sys, pytest_dlconform.api as api\n"
-        "heavy = sorted(m for m in ('tensorflow', 'torch', 'keras', 'jax', 'pytest_dlconform.session', "
-        "'pytest_dlconform.results', 'pytest_dlconform.plugin') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('tensorflow', 'torch', 'keras', 'jax', 'pytest_dlconform.run.session', "
+        "'pytest_dlconform.report.results', 'pytest_dlconform.plugin') if m in sys.modules)\n"
         "print(','.join(heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

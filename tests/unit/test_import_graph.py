@@ -29,20 +29,17 @@ PACKAGE = "pytest_dlconform"
 # Lowest first. A module's layer is that of the longest prefix listed (dotted names without
 # the "pytest_dlconform." part; "" is the package's own __init__).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("", "exceptions", "evidence", "budgets", "determinism", "devices", "fingerprint", "floats",
-                    "claims", "report", "plots", "soak", "versions")),
-    ("frameworks", ("frameworks", "fresh", "inputs")),
+    ("foundation", ("", "core", "report.document")),
+    ("frameworks", ("frameworks",)),
     ("harness", ("harness",)),
     ("programs", ("programs",)),
     ("checks", ("checks",)),
-    ("distribution", ("distribution",)),
-    ("run", ("settings", "shards", "compare", "divergences", "results", "outcomes", "verdicts", "session", "plugin",
-             "activation", "profiles", "strategies", "usermodels", "coverage", "modes", "html", "merge", "repro",
-             "ledger", "api_ledger", "api_coverage", "mutants")),
+    ("distribution", ("harness.distribution",)),
+    ("run", ("run", "report", "plugin")),
     ("surface", ("api", "cli")),
 )
 # Standalone reproduction scripts for upstream trackers: they import nothing of the package.
-STANDALONE = ("findings",)
+STANDALONE = ("report.findings",)
 
 # Upward edges the code has today, (importer, imported), each with why it is still there.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
@@ -205,21 +202,26 @@ def test_every_module_is_in_a_layer() -> None:
 
 def test_the_graph_resolves_relative_function_local_and_submodule_imports(tmp_path: Path) -> None:
     src = tmp_path / PACKAGE
-    (src / "checks").mkdir(parents=True)
+    for folder in ("checks", "core", "run"):
+        (src / folder).mkdir(parents=True)
+        (src / folder / "__init__.py").write_text("")
     (src / "__init__.py").write_text("")
-    (src / "exceptions.py").write_text("")
-    (src / "settings.py").write_text("from . import exceptions\n")
+    (src / "core" / "exceptions.py").write_text("")
+    (src / "run" / "settings.py").write_text("from ..core import exceptions\n")
     (src / "checks" / "__init__.py").write_text("from .numerics import X\n")
-    (src / "checks" / "numerics.py").write_text("def f():\n    from .. import settings\n"
+    (src / "checks" / "numerics.py").write_text("def f():\n    from ..run import settings\n"
                                                  "    import pytest_dlconform.checks\n")
-    (src / "checks" / "other.py").write_text("from .. import exceptions, not_a_module\nfrom . import numerics\n")
+    (src / "checks" / "other.py").write_text("from .. import core, not_a_module\nfrom ..core import exceptions\n"
+                                             "from . import numerics\n")
     assert graph(src) == {
         "": set(),
-        "exceptions": set(),
-        "settings": {"exceptions"},
+        "core": set(),
+        "core.exceptions": set(),
+        "run": set(),
+        "run.settings": {"core.exceptions"},
         "checks": {"checks.numerics"},
-        "checks.numerics": {"checks", "settings"},
-        "checks.other": {"exceptions", "", "checks.numerics"},
+        "checks.numerics": {"checks", "run.settings"},
+        "checks.other": {"core", "", "core.exceptions", "checks.numerics"},
     }
 
 
@@ -228,18 +230,28 @@ def test_the_check_sees_a_new_upward_edge_a_new_circle_and_a_stale_exception(
 ) -> None:
     src = tmp_path / PACKAGE
     (src / "harness").mkdir(parents=True)
+    (src / "core").mkdir()
     (src / "__init__.py").write_text("")
-    (src / "exceptions.py").write_text("def f():\n    from . import plugin\n")
-    (src / "plugin.py").write_text("from . import exceptions\n")
+    (src / "core" / "__init__.py").write_text("")
+    (src / "core" / "exceptions.py").write_text("def f():\n    from .. import plugin\n")
+    (src / "plugin.py").write_text("from .core import exceptions\n")
     (src / "harness" / "__init__.py").write_text("")
     (src / "harness" / "a.py").write_text("from . import b\n")
     (src / "harness" / "b.py").write_text("from .a import x\n")
-    monkeypatch.setattr(sys.modules[__name__], "KNOWN_UPWARD", {("frameworks.torch", "settings"): "gone"})
-    monkeypatch.setattr(sys.modules[__name__], "KNOWN_CIRCLES", {frozenset({"compare", "shards"}): "gone"})
+    monkeypatch.setattr(sys.modules[__name__], "KNOWN_UPWARD", {("frameworks.torch", "run.settings"): "gone"})
+    monkeypatch.setattr(sys.modules[__name__], "KNOWN_CIRCLES", {frozenset({"report.compare", "run.shards"}): "gone"})
     assert violations(src) == [
-        "new upward import: pytest_dlconform.exceptions (foundation) imports pytest_dlconform.plugin (run)",
-        "KNOWN_UPWARD lists frameworks.torch -> settings, which the code no longer has: remove it",
-        "new import circle: {exceptions, plugin}",
+        "new upward import: pytest_dlconform.core.exceptions (foundation) imports pytest_dlconform.plugin (run)",
+        "KNOWN_UPWARD lists frameworks.torch -> run.settings, which the code no longer has: remove it",
+        "new import circle: {core.exceptions, plugin}",
         "new import circle: {harness.a, harness.b}",
-        "KNOWN_CIRCLES lists {compare, shards}, which the code no longer has as such: update it",
+        "KNOWN_CIRCLES lists {report.compare, run.shards}, which the code no longer has as such: update it",
     ]
+
+
+def test_the_longest_prefix_decides_a_layer() -> None:
+    names = [name for name, _ in LAYERS]
+    assert names[layer("report.document")] == "foundation"
+    assert names[layer("report.results")] == "run"
+    assert names[layer("harness.distribution.launch")] == "distribution"
+    assert names[layer("harness.pool")] == "harness"

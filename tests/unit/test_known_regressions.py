@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import cli, compare, divergences, repro, results
+from pytest_dlconform import cli
+from pytest_dlconform.report import compare, divergences, repro, results
 
 TF = {"framework": "tf", "device": "cpu"}
 TORCH = {"framework": "torch", "device": "cpu"}
@@ -182,7 +183,7 @@ def test_an_issue_for_a_test_with_a_shipped_script_has_every_section(tmp_path: P
     assert _sections(text) == list(repro.ISSUE_SECTIONS)
     assert "- tensorflow 2.21.0, keras 3.15.1, numpy 2.4.6" in text
     assert "- CPU: 2 CPU cores (Intel(R) Xeon(R); flags avx2 fma avx512f)" in text
-    assert "the reviewed script `pytest_dlconform/findings/tf_erf_float64_nan.py`" in text
+    assert "the reviewed script `pytest_dlconform/report/findings/tf_erf_float64_nan.py`" in text
     assert repro.shipped_text("tf_erf_float64_nan.py").rstrip("\n") in text
     assert "Documentation: the op's page\n\n> The documented value.\n> At every edge." in text
     assert "value at x=-1e+300 is nan" in text  # observed

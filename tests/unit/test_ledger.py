@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlconform import claims as registry
-from pytest_dlconform import cli, ledger
+from pytest_dlconform import cli
+from pytest_dlconform.core import claims as registry
+from pytest_dlconform.report import ledger
 
 REPO_SUITES = Path(__file__).resolve().parents[2] / "suites"
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import cli, merge
-from pytest_dlconform.report import Report
+from pytest_dlconform import cli
+from pytest_dlconform.report import merge
+from pytest_dlconform.report.document import Report
 
 ENTRY = {"claim": "data.a", "reason": "a known bug", "expires": "2099-01-01", "framework": None, "version": None,
          "versions": {}, "device": None, "tests_pinned": ["data/t.py::t1"], "symptom": "ValueError",

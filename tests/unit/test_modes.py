@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlconform import claims, evidence, modes
+from pytest_dlconform.core import claims, evidence
 from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.report import modes
 
 
 def _report(declared, tests):
@@ -71,7 +72,7 @@ def test_ledger_leaves_out_claims_without_modes_or_without_a_run():
 
 
 def test_check_command_fails_on_an_unchecked_mode(tmp_path, capsys):
-    from pytest_dlconform.report import Report
+    from pytest_dlconform.report.document import Report
 
     def write(tests):
         doc = _report(["train", "eval"], [{**t, "nodeid": f"t{i}", "claim": "modules.x"} for i, t in enumerate(tests)])
@@ -109,8 +110,8 @@ def test_every_claim_of_the_mode_areas_declares_its_modes():
 
 
 def test_check_command_fails_on_an_unvisited_coverage_combination(tmp_path, capsys):
-    from pytest_dlconform import coverage
-    from pytest_dlconform.report import Report
+    from pytest_dlconform.report import coverage
+    from pytest_dlconform.report.document import Report
 
     key = {"framework": "torch", "mode": "compiled/inductor", "op": "tanh", "params": "default", "dtype": "float32",
            "layout": "contiguous"}

@@ -46,9 +46,10 @@ def _top_level_imports(path: pathlib.Path) -> set[str]:
 
 def test_modules_loaded_with_the_plugin_import_no_framework_at_top_level():
     package = ROOT / "src/pytest_dlconform"
-    session = [str(p.relative_to(package)) for p in sorted((package / "session").glob("*.py"))]
-    for name in ("__init__.py", "plugin.py", *session, "settings.py", "devices.py", "results.py", "report.py",
-                 "evidence.py", "profiles.py", "claims/__init__.py", "frameworks/__init__.py", "frameworks/base.py"):
+    session = [str(p.relative_to(package)) for p in sorted((package / "run" / "session").glob("*.py"))]
+    for name in ("__init__.py", "plugin.py", *session, "run/settings.py", "core/devices.py", "report/results.py",
+                 "report/document.py", "core/evidence.py", "run/profiles.py", "core/claims/__init__.py",
+                 "frameworks/__init__.py", "frameworks/base.py"):
         heavy = _top_level_imports(package / name) & {"tensorflow", "torch", "keras"}
         assert not heavy, f"{name} imports {heavy} at module level"
 
@@ -60,6 +61,6 @@ def test_loading_the_plugin_imports_no_framework_numpy_or_run_module() -> None:
 
     code = ("import sys, pytest_dlconform.plugin\n"
             "print(sorted(m for m in ('torch', 'tensorflow', 'keras', 'jax', 'numpy', 'hypothesis',"
-            " 'pytest_dlconform.session', 'pytest_dlconform.devices') if m in sys.modules))")
+            " 'pytest_dlconform.run.session', 'pytest_dlconform.core.devices') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_dlconform import coverage, profiles
 from pytest_dlconform.programs.samples import COMPILED_MODES, coverage_key, registered, samples
+from pytest_dlconform.report import coverage
+from pytest_dlconform.run import profiles
 
 SEEDS = range(12)
 
@@ -107,7 +108,7 @@ def test_a_quick_report_missing_a_sampled_op_is_unvisited() -> None:
 def test_modes_check_of_a_quick_report_names_what_it_left_out_by_design(tmp_path: Any, capsys: Any) -> None:
     import json
 
-    from pytest_dlconform import modes
+    from pytest_dlconform.report import modes
 
     seed = 1
     sample = profiles.quick_compiled_sample(seed)

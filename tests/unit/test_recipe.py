@@ -7,8 +7,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from pytest_dlconform import settings as opts
-from pytest_dlconform.session import identity, recipe
+from pytest_dlconform.run import settings as opts
+from pytest_dlconform.run.session import identity, recipe
 
 SUITES = Path("/venv/lib/python3.11/site-packages/pytest_dlconform/suites")
 HERE = Path("/home/u/proj")

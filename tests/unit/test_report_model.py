@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from pytest_dlconform import results
-from pytest_dlconform.report import Report, TestRecord, freeze
+from pytest_dlconform.report import results
+from pytest_dlconform.report.document import Report, TestRecord, freeze
 
 TF = {"framework": "tf", "device": "cpu"}
 

@@ -19,10 +19,11 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from pytest_dlconform import cli, repro
-from pytest_dlconform.report import Report
+from pytest_dlconform import cli
+from pytest_dlconform.report import repro
+from pytest_dlconform.report.document import Report
 
-FINDINGS = resources.files("pytest_dlconform") / "findings"
+FINDINGS = resources.files("pytest_dlconform.report") / "findings"
 
 
 @pytest.fixture(autouse=True)
@@ -258,7 +259,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_cli_generates_from_a_report_and_the_script_runs(tmp_path, capsys):
     pytest.importorskip("torch")
-    from pytest_dlconform import results
+    from pytest_dlconform.report import results
 
     test = _violated("suites/autodiff/test_generated_programs.py::test_reverse_mode_matches_finite_differences[torch-cpu]",
                      "autodiff.gradient.finite-differences", "torch", PROGRAM.format(op="hardsigmoid"))
@@ -276,7 +277,7 @@ def test_cli_generates_from_a_report_and_the_script_runs(tmp_path, capsys):
 
 
 def test_the_html_page_shows_the_script_or_why_there_is_none():
-    from pytest_dlconform import html, results
+    from pytest_dlconform.report import html, results
 
     collector = results.Collector()
     for nodeid, claim in ((HARDSIGMOID, "autodiff.gradient.finite-differences"), ("suites/x/test_y.py::test_z[cpu]", "x.y")):
@@ -288,6 +289,6 @@ def test_the_html_page_shows_the_script_or_why_there_is_none():
                                     "tests": [HARDSIGMOID], "reason": "float32(1/6)"}])
     doc = doc.map_tests(lambda t: dataclasses.replace(t, divergence="k") if t.nodeid == HARDSIGMOID else t)
     page = html.render(repro.attach(doc, []))
-    assert "python -m pytest_dlconform.findings.hardsigmoid_float64_backward" in page
+    assert "python -m pytest_dlconform.report.findings.hardsigmoid_float64_backward" in page
     assert "float32(1/6)" in page  # the script itself, in the collapsed block
     assert '<p class="script-missing">no standalone reproduction: no standalone script for suites/x/test_y.py' in page

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dlconform import results
+from pytest_dlconform.report import results
 
 # ------------------------------------------------------------------ helpers
 
@@ -184,8 +184,8 @@ def test_a_long_matrix_folds_claims_that_hold_everywhere_into_one_line_per_area(
 def test_strategies_are_sub_rows_and_the_matrix_of_every_claim_fits_120_columns() -> None:
     """Every registered claim, on both frameworks and every strategy it takes, one failing
     each: columns are framework/device only, strategies sub-rows, full claim ids."""
-    from pytest_dlconform import claims as registry
-    from pytest_dlconform import settings as opts
+    from pytest_dlconform.core import claims as registry
+    from pytest_dlconform.run import settings as opts
 
     rows = []
     for i, (cid, claim) in enumerate(sorted(registry.registry().items())):
@@ -233,7 +233,7 @@ def test_write_atomic_replaces_or_leaves_the_old_file(tmp_path: Path) -> None:
 
 WRITER = """
 import json, sys
-from pytest_dlconform.results import write_atomic
+from pytest_dlconform.report.results import write_atomic
 n = 0
 while True:
     n += 1

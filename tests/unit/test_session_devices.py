@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 from test_devices_gpu import H200, eight, fake_smi  # tests/unit is on sys.path (rootdir-relative import)
 
-from pytest_dlconform import devices
-from pytest_dlconform import settings as opts
-from pytest_dlconform.session.controller import Controller
-from pytest_dlconform.session.plan import DevicePlan
+from pytest_dlconform.core import devices
+from pytest_dlconform.run import settings as opts
+from pytest_dlconform.run.session.controller import Controller
+from pytest_dlconform.run.session.plan import DevicePlan
 
 
 class Discovered(SimpleNamespace):
@@ -94,7 +94,7 @@ def test_a_worker_counts_what_it_was_given(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("n_gpus", [1, 2])
 def test_a_worker_of_an_inert_controller_plans_the_share_the_controller_would_give(monkeypatch, tmp_path, n_gpus):
-    from pytest_dlconform.session import _worker_plan
+    from pytest_dlconform.run.session import _worker_plan
 
     run = controller(monkeypatch, tmp_path, eight()[:n_gpus], "all")
     expected = run.controller.worker_input(SimpleNamespace(gateway=SimpleNamespace(id="gw1")))

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform import devices, session
-from pytest_dlconform.session.controller import Controller
-from pytest_dlconform.session.worker import Worker
+from pytest_dlconform.core import devices
+from pytest_dlconform.run import session
+from pytest_dlconform.run.session.controller import Controller
+from pytest_dlconform.run.session.worker import Worker
 
 
 def fake_config(workerinput: dict[str, Any] | None = None) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlconform import settings as opts
+from pytest_dlconform.run import settings as opts
 
 BOTH = ("tensorflow", "torch")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlconform import settings as opts
-from pytest_dlconform import shards
-from pytest_dlconform.shards import Durations, Job
+from pytest_dlconform.run import settings as opts
+from pytest_dlconform.run import shards
+from pytest_dlconform.run.shards import Durations, Job
 
 
 def _jobs(rng: random.Random, n: int) -> list[Job]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlconform import soak
+from pytest_dlconform.core import soak
 
 
 def _report(tmp_path: Path, tests: list[dict]) -> Path:
@@ -98,8 +98,8 @@ def test_plan_uses_given_seeds_first_then_random_ones() -> None:
 def test_explore_profile_is_the_thorough_budget_randomized() -> None:
     from hypothesis import settings
 
-    from pytest_dlconform import profiles
-    from pytest_dlconform.settings import PROFILE_CHOICES
+    from pytest_dlconform.run import profiles
+    from pytest_dlconform.run.settings import PROFILE_CHOICES
 
     profiles.register()
     explore, thorough = settings.get_profile("dlconform-explore"), settings.get_profile("dlconform-thorough")
@@ -135,7 +135,8 @@ def test_examples_db_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.Ca
 def test_replay_profile_generates_nothing() -> None:
     from hypothesis import Phase, settings
 
-    from pytest_dlconform import budgets, profiles
+    from pytest_dlconform.core import budgets
+    from pytest_dlconform.run import profiles
 
     profiles.register()
     replay = settings.get_profile("dlconform-replay")

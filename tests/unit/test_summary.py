@@ -12,9 +12,9 @@ import dataclasses
 import shlex
 from typing import Any
 
-from pytest_dlconform import divergences, results
-from pytest_dlconform.report import freeze
-from pytest_dlconform.session import outcome
+from pytest_dlconform.report import divergences, results
+from pytest_dlconform.report.document import freeze
+from pytest_dlconform.run.session import outcome
 
 TF, TORCH = {"framework": "tf", "device": "cpu"}, {"framework": "torch", "device": "cpu"}
 ENV = {"frameworks": {"tensorflow": "2.21.0", "torch": "2.13.0"}, "profile": "ci", "seed": 0,
@@ -66,13 +66,13 @@ def failures() -> list[dict[str, Any]]:
              TORCH, evidence={"checks": {"w^T J of x*sin(x)": {"observed": 3e-3, "tolerance": 2e-6, "margin": 1500.0},
                                          "held": {"observed": 1e-9, "tolerance": 2e-6, "margin": 5e-4}}, "notes": {}}),
         case("suites/a/test_d.py::test_harness[cpu]", "autodiff.tape.watch", results.ERROR,
-             reason="pytest_dlconform.exceptions.HarnessError: the worker died"),
+             reason="pytest_dlconform.core.exceptions.HarnessError: the worker died"),
     ]
 
 
 def statuses() -> list[dict[str, Any]]:
     def entry(claim: str, status: str, n: int = 0, **extra: Any) -> dict[str, Any]:
-        where = "/a/long/path/to/src/pytest_dlconform/known_divergences.toml, entry 7"
+        where = "/a/long/path/to/src/pytest_dlconform/report/known_divergences.toml, entry 7"
         return {"claim": claim, "where": where, "status": status, "tests": [f"t{i}" for i in range(n)],
                 "reason": "Keras 3.15 on the torch backend computes float64 matmuls in float32 " * 3,
                 "why": "none of its tests ran in this run", "expires": "2000-01-01", **extra}
@@ -87,7 +87,7 @@ def statuses() -> list[dict[str, Any]]:
 def full_run() -> Any:
     """A full-scale run: every registered claim on both frameworks, some failing; the
     reasons, failures and divergences of a real run."""
-    from pytest_dlconform import claims as registry
+    from pytest_dlconform.core import claims as registry
 
     tests = []
     for i, (cid, claim) in enumerate(sorted(registry.registry().items())):
@@ -158,7 +158,7 @@ def test_failure_block_gives_claim_test_symptom_and_a_margin_that_means_somethin
         "  autodiff.tape.output-gradients",
         "    FAIL 1.5e+03  test_numeric[torch-cpu]: observed 0.003, allowed 2e-06: w^T J of x*sin(x)",
         "  autodiff.tape.watch",
-        "    ERR        -  test_harness[cpu]: pytest_dlconform.exceptions.HarnessError: the worker died",
+        "    ERR        -  test_harness[cpu]: pytest_dlconform.core.exceptions.HarnessError: the worker died",
         "  determinism.bitwise",
         "    FAIL bitwise  test_bitwise[cpu]: observed 1e-07, allowed 0 (bitwise): rerun equals first run",
     ]

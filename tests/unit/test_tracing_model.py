@@ -20,7 +20,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_dlconform import claims
 from pytest_dlconform.checks.numerics import ToleranceExceeded
 from pytest_dlconform.checks.tracing import (
     Affine,
@@ -47,6 +46,7 @@ from pytest_dlconform.checks.tracing import (
     flow_inputs,
     flow_programs,
 )
+from pytest_dlconform.core import claims
 
 T = Arg.tensor
 

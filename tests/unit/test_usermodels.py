@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_dlconform import settings as opts
-from pytest_dlconform import usermodels
+from pytest_dlconform.run import settings as opts
+from pytest_dlconform.run import usermodels
 
 
 def _build(cli=None, env=None, ini=None):

@@ -29,7 +29,7 @@ And one submodule per family of oracles, imported on use: :mod:`.roundtrip`,
 
 from __future__ import annotations
 
-from .. import evidence, not_applicable
+from .. import not_applicable
 from ..checks.bug_references import bug_reference, op_vjp_reference, relative_deviation
 from ..checks.gradients import InconclusiveCheck, check_hvp, check_jvp_vjp_consistency, check_vjp
 from ..checks.numerics import (
@@ -44,11 +44,12 @@ from ..checks.numerics import (
     tolerance,
 )
 from ..checks.stats import TEST_ALPHA, assert_frequencies, check_dropout, dropout_elements
-from ..determinism import deterministic_kernels
+from ..core import evidence
+from ..core.determinism import deterministic_kernels
 from ..frameworks import Adapter, HarnessError, adapter
-from ..fresh import run_python
-from ..inputs import budget, float_arrays, float_dtypes, scaled, shapes
-from ..profiles import compiled_ops, of_run
+from ..frameworks.fresh import run_python
+from ..frameworks.inputs import budget, float_arrays, float_dtypes, scaled, shapes
+from ..run.profiles import compiled_ops, of_run
 
 __all__ = [
     "TEST_ALPHA",

@@ -5,9 +5,7 @@ Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports 
 
 from __future__ import annotations
 
-from ..devices import (
-    bf16_support,
-)
+from ..core.devices import bf16_support
 
 __all__ = [
     "bf16_support",

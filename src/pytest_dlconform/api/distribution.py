@@ -6,7 +6,7 @@ Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports 
 
 from __future__ import annotations
 
-from ..distribution import (
+from ..harness.distribution import (
     GLOO_CUDA_REASON,
     REPLICA_COUNTS,
     TORCH_GLOO_CUDA,
@@ -39,7 +39,7 @@ from ..distribution import (
     tpu_resolver,
     tpu_strategy,
 )
-from ..distribution.cases import (
+from ..harness.distribution.cases import (
     OPTIMIZERS,
     TF_APIS,
     TF_DTYPES,

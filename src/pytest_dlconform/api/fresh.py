@@ -5,10 +5,7 @@ Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports 
 
 from __future__ import annotations
 
-from ..fresh import (
-    call,
-    run_python,
-)
+from ..frameworks.fresh import call, run_python
 
 __all__ = [
     "call",

@@ -44,7 +44,7 @@ from numpy.typing import ArrayLike, NDArray
 
 # Finite differences too noisy to judge (the function is not smooth enough there): a harness
 # problem, never a violation.
-from ..exceptions import InconclusiveCheck
+from ..core.exceptions import InconclusiveCheck
 
 __all__ = [
     "ConsistencyResult",

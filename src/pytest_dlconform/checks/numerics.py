@@ -57,8 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import evidence
-from ..floats import SMALLEST_NORMAL, TF32_ROUNDOFF, UNIT_ROUNDOFF
+from ..core import evidence
+from ..core.floats import SMALLEST_NORMAL, TF32_ROUNDOFF, UNIT_ROUNDOFF
 
 # One operation's rounding in units of u: the documented accuracy of the elementary functions,
 # 2 ulp (module docstring); the same allowance as programs.errors.ULPS.

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import evidence
+from ..core import evidence
 
 __all__ = [
     "PipelineMismatch",

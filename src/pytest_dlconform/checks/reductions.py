@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import evidence
+from ..core import evidence
 from .numerics import UNIT_ROUNDOFF, Tolerance, accepted_wrong_answers, difference, normwise_within, precision_of, tolerance
 
 OPS = ("sum", "mean", "max", "min", "product")

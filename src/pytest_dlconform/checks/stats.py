@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import evidence
+from ..core import evidence
 from .numerics import difference, record_held
 
 __all__ = [

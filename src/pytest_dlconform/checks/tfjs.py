@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import evidence
+from ..core import evidence
 from ..frameworks import HarnessError
 from . import roundtrip as rt
 from .numerics import accepted_wrong_answers, difference
@@ -161,7 +161,7 @@ def run_node(models: Iterable[tuple[str, Path, str, str, list[np.ndarray]]], wor
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        from ..fresh import kill_group
+        from ..frameworks.fresh import kill_group
 
         kill_group(proc)
         _, err = proc.communicate()

@@ -7,7 +7,7 @@ gradient descent on the transformed training split, saved as a tf.Module whose
 serving_default signature takes serialized raw tf.Examples and applies the Transform graph
 first), Evaluator (TFMA: example count, mean squared and mean absolute error on the eval
 split, through that signature) and Pusher (filesystem). It runs in a child process
-(:func:`pytest_dlconform.fresh.run_python`) with a deadline; :func:`read_run` then reads
+(:func:`pytest_dlconform.frameworks.fresh.run_python`) with a deadline; :func:`read_run` then reads
 what the components wrote, so the suite compares them with numpy.
 
 No Keras model: a tf.Module keeps the check about TFX, not about a Keras version.

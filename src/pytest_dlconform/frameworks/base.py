@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..exceptions import HarnessError
+from ..core.exceptions import HarnessError
 
 __all__ = ["Adapter", "HarnessError", "TensorFn"]
 

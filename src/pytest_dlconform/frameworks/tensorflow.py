@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..versions import framework_version
+from ..core.versions import framework_version
 from .base import HarnessError, TensorFn
 
 _DEVICE_KINDS = {"cpu": "CPU", "gpu": "GPU", "multi-gpu": "GPU"}

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..versions import framework_version
+from ..core.versions import framework_version
 from .base import HarnessError, TensorFn
 
 _AUTOCAST_DEVICES = ("cpu", "cuda")

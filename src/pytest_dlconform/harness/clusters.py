@@ -3,7 +3,7 @@
 A conformance run can itself be one task of a cluster started by someone else: TF_CONFIG
 names this host's task (TensorFlow's multi-worker convention), or a torchrun-style
 launcher set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. The launcher in
-:mod:`pytest_dlconform.distribution` then attaches to that cluster instead of starting
+:mod:`pytest_dlconform.harness.distribution` then attaches to that cluster instead of starting
 local ranks, and it strips these variables (:data:`OUTER_CLUSTER_VARS`) from the local
 ranks it starts, so none of them believes it belongs to an outer cluster.
 """

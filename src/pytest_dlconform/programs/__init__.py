@@ -30,7 +30,7 @@ conforming implementation, from the reference values at the given inputs; see th
 Frameworks' differing defaults are noted next to the ops (leaky_relu's slope, var's
 correction, layer norm's epsilon, softplus's threshold, pooling's stride). No op is left out of
 an oracle for a known framework bug: its failing tests are pinned, per framework version and
-symptom, in known_divergences.toml (:mod:`pytest_dlconform.divergences`).
+symptom, in known_divergences.toml (:mod:`pytest_dlconform.report.divergences`).
 
 Entry points: :func:`programs` and :func:`program_cases` (hypothesis search strategies),
 :meth:`Program.build`, :meth:`Program.numpy`, :meth:`Program.error_bound`,

@@ -38,7 +38,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from ..floats import SMALLEST_NORMAL, UNIT_ROUNDOFF
+from ..core.floats import SMALLEST_NORMAL, UNIT_ROUNDOFF
 from .core import ULPS, Array, Op, Params
 from .derivatives import _sig
 from .ops import OPS, RECORDS

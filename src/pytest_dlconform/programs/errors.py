@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from ..floats import SMALLEST_NORMAL, UNIT_ROUNDOFF
+from ..core.floats import SMALLEST_NORMAL, UNIT_ROUNDOFF
 from .core import ULPS as ULPS
 from .core import Array, OpSpec, Params, ProgramLike, _amax
 from .ops import OPS, RECORDS

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from ..floats import UNIT_ROUNDOFF
+from ..core.floats import UNIT_ROUNDOFF
 from .core import ProgramLike, _weight
 from .ops import OPS
 

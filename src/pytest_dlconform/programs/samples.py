@@ -15,7 +15,7 @@ sides of each kink, between ``KINK_MARGIN`` and ``4 * KINK_MARGIN`` from it, so 
 differences stay valid while both branches of the formula are taken.
 
 :func:`registered` lists the combinations (framework, mode, op, parameter class, regime,
-dtype, layout) a run of the op suite must visit: :mod:`pytest_dlconform.coverage` compares a
+dtype, layout) a run of the op suite must visit: :mod:`pytest_dlconform.report.coverage` compares a
 report's ledger with it. Nothing here changes how :func:`~.generate.programs` draws.
 """
 

@@ -22,7 +22,7 @@ One room per role, one direction (each module imports only those above it):
 - :mod:`.keras_models`, :mod:`.torch_models`: the builders and runs per framework.
 - :mod:`.oracles`: the claims' checks (:func:`check_same_model`, :func:`check_backend`, ...).
 - :mod:`.keras_backends`: Keras on each backend in fresh interpreters
-  (built on :func:`pytest_dlconform.fresh.call`).
+  (built on :func:`pytest_dlconform.frameworks.fresh.call`).
 
 Nothing here imports a framework at module import time. Suites use it as
 ``from pytest_dlconform.checks import crossframework as cf``; every name they use is

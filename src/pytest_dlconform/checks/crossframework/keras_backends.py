@@ -3,7 +3,7 @@
 A batch of (case, dtype) goes to the child as data (:func:`write_batch`), the child runs
 :func:`keras_backend_worker` and writes results and ``meta`` back (:func:`read_results`,
 :func:`read_meta`). Spawning, the deadline and a failing child's report are
-:mod:`pytest_dlconform.fresh`'s: :func:`keras_backend_call` runs the worker through
+:mod:`pytest_dlconform.frameworks.fresh`'s: :func:`keras_backend_call` runs the worker through
 :func:`fresh.call`. :data:`KERAS_RUNS` names each run's environment.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import fresh
+from ...frameworks import fresh
 from .architectures import Architecture, Case, Result
 from .architectures import to_float64 as _np
 from .keras_models import keras_loss, keras_model, keras_state

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import evidence
+from ...core import evidence
 from ..numerics import (
     OP_ROUNDING,
     TF32_ROUNDOFF,

@@ -18,7 +18,7 @@ One room per role, one direction (each module imports only those above it):
   (a dtype-derived tolerance), :func:`assert_within_bound` (a computed quantisation
   bound), :func:`assert_int8_weights`, :func:`assert_same_state`, :func:`assert_same_signature`.
 - :mod:`.fresh_batch`: loading a batch of artifacts in one fresh interpreter
-  (built on :func:`pytest_dlconform.fresh.call`).
+  (built on :func:`pytest_dlconform.frameworks.fresh.call`).
 - :mod:`.runner`: :class:`RoundTrip`, what a suite drives: export, check here, check fresh.
 
 Suites use it as ``from pytest_dlconform.checks import roundtrip as rt``; every name they

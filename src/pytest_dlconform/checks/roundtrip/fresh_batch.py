@@ -1,6 +1,6 @@
 """Loading artifacts back in a fresh interpreter, as a server would: one interpreter per batch.
 
-The spawning, the deadline and the report of a failing child are :mod:`pytest_dlconform.fresh`'s
+The spawning, the deadline and the report of a failing child are :mod:`pytest_dlconform.frameworks.fresh`'s
 (:func:`fresh.call`); this module only says what the child does (:func:`fresh_main`) and how
 the batch is handed over: a JSON job naming each artifact and its ``.npy`` inputs, and per
 artifact ``.npz`` outputs and state and a JSON signature written back.
@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import evidence, fresh
+from ...core import evidence
+from ...frameworks import fresh
 from .artifacts import Artifact
 from .loaders import load
 from .models import ModelSpec

@@ -234,7 +234,7 @@ def examples(n: int) -> Any:
     again for minutes; a failing example is reported as drawn."""
     from hypothesis import Phase, settings
 
-    from ...inputs import budget
+    from ...frameworks.inputs import budget
 
     return settings(budget(n), phases=(Phase.explicit, Phase.reuse, Phase.generate))
 

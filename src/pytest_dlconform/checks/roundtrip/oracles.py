@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import evidence
+from ...core import evidence
 from ..numerics import Tolerance, difference, normwise_within, precision_of, record_held
 from .errors import (
     NotQuantised,

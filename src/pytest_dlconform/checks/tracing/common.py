@@ -12,7 +12,7 @@ import itertools
 import sys
 from typing import Any
 
-from ... import evidence
+from ...core import evidence
 from ..numerics import ToleranceExceeded, difference, precision_of, record_held
 
 # Generated functions and programs take their names from one counter, so no two in a

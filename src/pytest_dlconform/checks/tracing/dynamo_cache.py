@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ... import evidence
+from ...core import evidence
 from ..numerics import difference
 from .common import FRESH
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ... import evidence
+from ...core import evidence
 
 
 class TraceCountMismatch(AssertionError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ... import evidence
+from ...core import evidence
 
 
 class OptimisationNotObserved(AssertionError):

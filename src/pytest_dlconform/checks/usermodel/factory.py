@@ -1,7 +1,7 @@
 """A user's model factory, named ``module:factory``: found, called and its result checked.
 
 Here, below the oracles, because the oracles that run a user's model in another process
-(export, distributed ranks) build it there from its name; :mod:`pytest_dlconform.usermodels`
+(export, distributed ranks) build it there from its name; :mod:`pytest_dlconform.run.usermodels`
 (registration, validation) names these too. Importing this module imports no framework.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-FIX_RETURN = ("return pytest_dlconform.usermodels.UserModel(model, make_inputs[, make_targets][, loss]) "
+FIX_RETURN = ("return pytest_dlconform.api.usermodels.UserModel(model, make_inputs[, make_targets][, loss]) "
               "or the tuple (model, make_inputs)")
 
 
@@ -26,7 +26,7 @@ class ModelError(ValueError):
 
 @dataclass
 class UserModel:
-    """What a factory returns (see :mod:`pytest_dlconform.usermodels`)."""
+    """What a factory returns (see :mod:`pytest_dlconform.run.usermodels`)."""
 
     model: Any
     make_inputs: Callable[[int], Any]

@@ -152,7 +152,7 @@ def assert_close_tree(actual: dict[str, Any], expected: dict[str, Any], tol: Tol
     softmax's shift invariance, carries noise of that scale, not of its own); the tensor with
     the worst error is named. Returns the worst relative error."""
     __tracebackhide__ = True
-    from ... import evidence
+    from ...core import evidence
 
     if set(actual) != set(expected):
         raise TreeMismatch(f"{what}: tensors {sorted(actual)}, but should be {sorted(expected)}")
@@ -186,7 +186,7 @@ def assert_same_step(actual: dict[str, Any], expected: dict[str, Any], before: d
     itself in each run. A step that differs (a gradient not averaged, a batch mixed otherwise)
     moves a tensor by a fraction of U and fails. Returns the worst error / bound."""
     __tracebackhide__ = True
-    from ... import evidence
+    from ...core import evidence
     from ..numerics import UNIT_ROUNDOFF
     from ..reductions import StepMismatch
 

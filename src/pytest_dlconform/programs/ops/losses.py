@@ -353,7 +353,7 @@ def _loss_ops() -> list[OpSpec]:
                lambda bs, ss, p: 6.0 * (bs[0] + 1.0) * math.prod(ss[0]), _numeric_lip(_bce_ref, lambda s: 4.0 * _size(s)),
                # The documented loss is smooth, but TensorFlow's weighted_cross_entropy_with_logits
                # differentiates its abs/max pieces at logits exactly 0 and gets the gradient wrong
-               # there (findings/tf_weighted_cross_entropy_gradient_at_zero.py): per-op inputs keep
+               # there (report/findings/tf_weighted_cross_entropy_gradient_at_zero.py): per-op inputs keep
                # away from 0 (a "kink" of the implementation) and test_documented_gradients.py
                # checks x = 0 in both frameworks, TensorFlow's pinned to that symptom.
                hint=_hint_logits, composable=False, kinks=lambda p: (0.0,)),

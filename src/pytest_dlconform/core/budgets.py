@@ -1,0 +1,159 @@
+"""Hypothesis budgets for claim tests only, per test, never for the host project.
+
+The plugin never loads a hypothesis profile globally: a project that installs
+pytest-dlconform keeps its own ``settings.default`` and its own tests' budgets. Instead,
+each selected claim test's settings (what ``@given`` / ``@settings`` attached to it) are
+replaced at collection by the same settings with the ``--dl-profile`` budget laid over
+them: example count (scaled by :func:`pytest_dlconform.frameworks.inputs.budget`), derandomization,
+example database, deadline, blob printing, health checks. A test's own phases stay.
+
+When the user passes ``--hypothesis-profile``, that profile (loaded by hypothesis's own
+plugin) is the budget instead, still scaled per test. Properties that a claim test defines
+and runs inside itself get the budget as hypothesis's default while the test runs
+(:func:`as_default`), and ``budget(n)`` scales them when they are decorated.
+
+Shrinking a failing example is bounded per test in the quick and ci profiles
+(:data:`SHRINK_SECONDS`), so a broken stack fails fast; the thorough profile keeps
+hypothesis's own limit. A cut-short shrink is recorded in the test's evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+CI_EXAMPLES = 20  # max_examples of the ci profile, the unit budgets are written in
+ATTR = "_dlconform_ci_examples"
+_APPLIED = "_dlconform_budget_applied"
+
+# Seconds of shrinking per failing test; None keeps hypothesis's own limit (five minutes).
+SHRINK_SECONDS: dict[str, float | None] = {"quick": 2.0, "ci": 5.0, "thorough": None, "explore": None, "replay": None}
+
+
+_active: list[Any] = []  # the budget of this process's run, once a claim test needs it
+
+
+def set_active(budget: Any) -> None:
+    _active[:] = [budget]
+
+
+def scaled(ci_examples: int) -> int:
+    """``ci_examples`` scaled to the run's profile, for budgets that are not hypothesis
+    examples (rounds of a batch): n in the ci profile, n/10 (at least 1) in quick, 10 n in thorough."""
+    if not _active:
+        return ci_examples
+    return max(1, round(ci_examples * _active[0].max_examples / CI_EXAMPLES))
+
+
+def ci_examples_of(test_settings: Any) -> int | None:
+    """The ``budget(n)`` a test declared, looking through its settings' parents."""
+    current = test_settings
+    while current is not None:
+        value = getattr(current, ATTR, None)
+        if value is not None:
+            return int(value)
+        current = getattr(current, "_fallback", None)
+    return None
+
+
+def claim_settings(test_settings: Any, budget: Any) -> Any:
+    """``test_settings`` with the run's ``budget`` (a hypothesis settings object) laid over it."""
+    from hypothesis import settings
+
+    declared = ci_examples_of(test_settings)
+    examples = budget.max_examples if declared is None else max(1, round(declared * budget.max_examples / CI_EXAMPLES))
+    health = tuple(dict.fromkeys([*test_settings.suppress_health_check, *budget.suppress_health_check]))
+    from hypothesis import Phase
+
+    # A test's own phases stay, except that a budget which generates nothing (replay) keeps
+    # the test from generating too.
+    phases = test_settings.phases if Phase.generate in budget.phases else tuple(
+        p for p in test_settings.phases if p in budget.phases)
+    return settings(
+        test_settings, max_examples=examples, derandomize=budget.derandomize,
+        database=None if budget.derandomize else budget.database, deadline=budget.deadline,
+        print_blob=budget.print_blob, suppress_health_check=health, phases=phases,
+    )
+
+
+def apply_to(function: Any, budget: Any, label: str) -> bool:
+    """Give one hypothesis test function the claim budget (once: parametrized items share it)."""
+    target = getattr(function, "__func__", function)
+    current = getattr(target, "_hypothesis_internal_use_settings", None)
+    if current is None or not getattr(target, "is_hypothesis_test", False):
+        return False
+    if getattr(target, _APPLIED, None) == label:
+        return True
+    target._hypothesis_internal_use_settings = claim_settings(current, budget)
+    setattr(target, _APPLIED, label)
+    return True
+
+
+@contextlib.contextmanager
+def as_default(budget: Any) -> Iterator[None]:
+    """The run's budget as hypothesis's default while a claim test runs, for the properties a
+    test defines and runs inside itself (a nested ``@given``): they take their settings when
+    they are decorated, at call time. Restored afterwards, so nothing outside the claim test
+    sees it."""
+    try:
+        from hypothesis._settings import local_settings
+    except ImportError:  # pragma: no cover - a hypothesis release without it: nested budgets are hypothesis's
+        yield
+        return
+    with local_settings(budget):
+        yield
+
+
+#: The start of what hypothesis reports when it stops a slow shrink (its five-minute limit,
+#: which :func:`bounded_shrinking` lowers): "... PLEASE REPORT THIS ...", wrong for a cut the
+#: plugin made, so claim tests show :func:`shrink_note` instead.
+HYPOTHESIS_SLOW_SHRINK = "WARNING: Hypothesis has spent more than five minutes working to shrink"
+
+
+def shrink_note(seconds: float, profile: str | None) -> str:
+    """What a claim test says when the plugin cut its shrinking short."""
+    which = f" (--dl-profile={profile})" if profile else " (the profile's bound)"
+    return (f"dlconform stopped shrinking after {seconds:g} s{which}; the example shown is not minimal; "
+            "use --dl-profile=thorough to shrink fully")
+
+
+@contextlib.contextmanager
+def bounded_shrinking(seconds: float | None, profile: str | None = None) -> Iterator[list[str]]:
+    """Limit hypothesis's shrinking to ``seconds`` while a claim test runs; the yielded list
+    gets a note when a shrink was cut short. Uses hypothesis's engine limit
+    (``MAX_SHRINKING_SECONDS``, read when shrinking starts); if a hypothesis release moves
+    it, shrinking keeps hypothesis's own limit and the note says so. Hypothesis's report of
+    the cut (:data:`HYPOTHESIS_SLOW_SHRINK`, which asks users to report a hypothesis bug) is
+    replaced by :func:`shrink_note` meanwhile; nothing outside the claim test changes."""
+    notes: list[str] = []
+    if seconds is None:
+        yield notes
+        return
+    try:
+        from hypothesis.internal.conjecture import engine
+        runner, reason = engine.ConjectureRunner, engine.ExitReason.very_slow_shrinking
+        old_limit, old_exit, old_report = engine.MAX_SHRINKING_SECONDS, runner.exit_with, engine.report
+    except (ImportError, AttributeError):
+        notes.append("shrinking not bounded: this hypothesis release has no MAX_SHRINKING_SECONDS")
+        yield notes
+        return
+    note = shrink_note(seconds, profile)
+
+    def exit_with(self: Any, why: Any) -> Any:
+        if why == reason and note not in notes:
+            notes.append(note)
+        return old_exit(self, why)
+
+    def report(text: str) -> None:
+        old_report(note if str(text).startswith(HYPOTHESIS_SLOW_SHRINK) else text)
+
+    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]  # a module constant, restored below
+    runner.exit_with = exit_with  # type: ignore[method-assign,assignment]  # restored below; claim tests only
+    engine.report = report  # restored below; claim tests only
+    try:
+        yield notes
+    finally:
+        engine.MAX_SHRINKING_SECONDS = old_limit
+        runner.exit_with = old_exit  # type: ignore[method-assign]
+        engine.report = old_report
