@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_dlconform.checks.numerics import OP_ROUNDING
+from pytest_dlconform.checks.numerics import OP_ROUNDING, gamma
 from pytest_dlconform.checks.usermodel import TreeMismatch, assert_close_tree, propagated_tolerances
-from pytest_dlconform.checks.usermodel.propagation import gamma, keras_entry_bounds, torch_entry_bounds
+from pytest_dlconform.checks.usermodel.propagation import keras_entry_bounds, torch_entry_bounds
 
 U = 2.0 ** -24
 

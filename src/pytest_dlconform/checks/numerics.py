@@ -65,6 +65,13 @@ from ..core.floats import SMALLEST_NORMAL, TF32_ROUNDOFF, UNIT_ROUNDOFF
 OP_ROUNDING = 4.0
 
 
+def gamma(n: int, u: float) -> float:
+    """gamma_n = n u / (1 - n u) (n at least 0): the relative error bound of n roundings, e.g. of
+    an (n+1)-term sum or an n-term dot product; infinite where n u >= 1."""
+    n = max(0, n)
+    return n * u / (1.0 - n * u) if n * u < 1 else math.inf
+
+
 def rounding_terms(ops: int, reduction: int) -> float:
     """``OP_ROUNDING * ops + reduction`` (each at least 1): the bound's count of roundings, in u."""
     return OP_ROUNDING * max(1, ops) + max(1, reduction)

@@ -28,7 +28,16 @@ from typing import Any
 import numpy as np
 
 from ..core import evidence
-from .numerics import UNIT_ROUNDOFF, Tolerance, accepted_wrong_answers, difference, normwise_within, precision_of, tolerance
+from .numerics import (
+    UNIT_ROUNDOFF,
+    Tolerance,
+    accepted_wrong_answers,
+    difference,
+    gamma,
+    normwise_within,
+    precision_of,
+    tolerance,
+)
 
 OPS = ("sum", "mean", "max", "min", "product")
 MANTISSA_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
@@ -48,11 +57,6 @@ class StepMismatch(AssertionError):
 
 class SplitMismatch(AssertionError):
     """A framework split a batch or a dataset across replicas other than it documents."""
-
-
-def _gamma(n: int, u: float) -> float:
-    n = max(0, n)
-    return n * u / (1.0 - n * u)
 
 
 def _is_int(dtype: str) -> bool:
@@ -125,12 +129,12 @@ def error_bound(op: str, values: Sequence[np.ndarray], dtype: str, axis: int | N
     if _exact(op, floats, dtype, axis, n):
         return np.zeros_like(ref, dtype=np.float64), "exact (integer-valued inputs, representable partial results)"
     if op == "sum":
-        return ((_gamma(n - 1, u) + _gamma(n - 1, u64)) * magnitude,
+        return ((gamma(n - 1, u) + gamma(n - 1, u64)) * magnitude,
                 f"(gamma_{n - 1}(u_{dtype}) + gamma_{n - 1}(u_f64)) * sum|x_i|")
     if op == "mean":
-        bound = (_gamma(n + 1, u) + _gamma(n + 1, u64)) * magnitude / n
+        bound = (gamma(n + 1, u) + gamma(n + 1, u64)) * magnitude / n
         return bound, f"(gamma_{n + 1}(u_{dtype}) + gamma_{n + 1}(u_f64)) * sum|x_i| / {n}"
-    bound = (_gamma(n - 1, u) + _gamma(n - 1, u64)) * np.abs(ref)
+    bound = (gamma(n - 1, u) + gamma(n - 1, u64)) * np.abs(ref)
     return bound, f"(gamma_{n - 1}(u_{dtype}) + gamma_{n - 1}(u_f64)) * |prod x_i|"
 
 

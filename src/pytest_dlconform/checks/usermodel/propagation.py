@@ -30,18 +30,12 @@ Importing this module imports no framework.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..numerics import OP_ROUNDING, UNIT_ROUNDOFF, Tolerance
-
-
-def gamma(n: int, u: float) -> float:
-    """gamma_n = n u / (1 - n u), the relative error bound of an n-term dot product."""
-    return n * u / (1 - n * u) if n * u < 1 else math.inf
+from ..numerics import OP_ROUNDING, UNIT_ROUNDOFF, Tolerance, gamma
 
 
 def chosen_entries(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray], points: int) -> dict[str, list[int]]:
@@ -115,16 +109,14 @@ def torch_entry_bounds(model: Any, args: Sequence[Any], entries: dict[str, list[
 def keras_entry_bounds(model: Any, args: Sequence[Any], entries: dict[str, list[int]],
                        dtype: str = "float32") -> dict[str, dict[int, float]]:
     """The products' term of the bound (module docstring) at each chosen entry, for a Keras model."""
+    import keras
     import tensorflow as tf
 
     from .adapters import KerasOps
+    from .tolerances import _keras_leaves
 
     u = UNIT_ROUNDOFF[dtype]
     fw = KerasOps()
-    import keras
-
-    from .tolerances import _keras_leaves
-
     lookups = {id(v) for layer in _keras_leaves(model) if isinstance(layer, keras.layers.Embedding)
                for v in layer.weights}  # a table lookup is exact: no product
     weights = [(v, gamma(int(np.prod(v.shape[:-1])), u)) for v in model.trainable_variables
@@ -157,14 +149,14 @@ def propagated_tolerances(model: Any, inputs: Sequence[np.ndarray], framework: s
     at least 1): the backward pass runs through the same layers' weights, transposed, so a
     rounding inside it is carried by them as in the forward pass."""
     from .adapters import adapter_for
-    from .tolerances import forward_tolerance
+    from .tolerances import forward_tolerance, largest_magnitude
 
     both = forward_tolerance(model, inputs, framework, "float32", backward=True, device=device)
     forward = forward_tolerance(model, inputs, framework, "float32", device=device)
     entries = chosen_entries(actual, expected, points)
     args = adapter_for(framework).tensors(model, inputs)
     bounds = (torch_entry_bounds if framework == "torch" else keras_entry_bounds)(model, args, entries)
-    scale = max((float(np.max(np.abs(np.asarray(e, np.float64)))) for e in expected.values() if np.size(e)), default=0.0)
+    scale = largest_magnitude(expected)
     top = max((b for per in bounds.values() for b in per.values()), default=0.0)
     carried = 2 * top / scale if scale > 0 else 0.0
     factor = max(1.0, carried / forward.rtol) if forward.rtol > 0 else 1.0

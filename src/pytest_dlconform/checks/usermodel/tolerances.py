@@ -140,6 +140,11 @@ def reference_diagnosis(sides: dict[str, dict[str, Any]], reference: dict[str, A
             f"one float32 evaluation's bound is {one:.2e} [half of {tol.why}]")
 
 
+def largest_magnitude(tree: dict[str, Any]) -> float:
+    """max|e| over every tensor of a collection (0 for an empty one): a normwise check's scale."""
+    return max((float(np.max(np.abs(np.asarray(e, np.float64)))) for e in tree.values() if np.size(e)), default=0.0)
+
+
 class TreeMismatch(AssertionError):
     """Compiled / low-precision outputs or gradients outside the derived tolerance."""
 
@@ -156,7 +161,7 @@ def assert_close_tree(actual: dict[str, Any], expected: dict[str, Any], tol: Tol
 
     if set(actual) != set(expected):
         raise TreeMismatch(f"{what}: tensors {sorted(actual)}, but should be {sorted(expected)}")
-    scale = max((float(np.max(np.abs(np.asarray(e, np.float64)))) for e in expected.values() if np.size(e)), default=0.0)
+    scale = largest_magnitude(expected)
     worst, worst_key, worst_err = 0.0, "", 0.0
     for key in sorted(expected):
         a, e = np.asarray(actual[key], np.float64), np.asarray(expected[key], np.float64)
