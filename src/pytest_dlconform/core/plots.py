@@ -1,4 +1,4 @@
-"""Inline SVG plots for the HTML page (html.py): pure functions from numbers to markup.
+"""Inline SVG plots for the HTML page (report/html/): pure functions from numbers to markup.
 
 No plotting library and nothing fetched: each function returns one ``<svg>`` element that
 a browser draws as it is, so the page stays self-contained and readable offline. Every
