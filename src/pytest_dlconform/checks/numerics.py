@@ -21,8 +21,8 @@ whose computation cancels or amplifies gets no extra factor: it states the magni
 intermediates (below), the same first-order model written absolutely (crossframework
 multiplies by the condition its reference measures layer by layer). We compare normwise,
 ``max|a - b| <= rtol * max|b|``, which is scale-aware and does not blow up on entries that
-happen to be near zero. (Until issue 13 an unexplained factor ``CONDITION = 16`` sat on top
-of ``(ops + reduction) * u``; docs/tolerances.md has the measurements behind its removal.)
+happen to be near zero. No safety factor sits on top of ``(ops + reduction) * u``:
+docs/tolerances.md ("Fudge factors derived") has the measurements that show none is needed.
 
 Absolute part (the magnitude of the intermediates). The bound above is relative to the
 *result*. It is only valid when the result is not much smaller than the quantities it
@@ -135,11 +135,11 @@ def tolerance(dtype: str, *, ops: int = 1, reduction: int = 1, device: str = "cp
     return tol
 
 
-# The canonical wrong answers every tolerance check is tried against (issue 28): a bound
-# that accepts one of them cannot tell a broken framework from a working one, and its
-# check is inconclusive, never "holds". The 1 + 1e-2 scaling is a wrong answer only where
-# the dtype's rounding is far below 1e-2 (float32, float64: u <= 6e-8); in float16 and
-# bfloat16 a legitimately derived bound can exceed 1 % of a many-term result.
+# The canonical wrong answers every tolerance check is tried against (docs/tolerances.md,
+# "Vacuous bounds"): a bound that accepts one of them cannot tell a broken framework from a
+# working one, and its check is inconclusive, never "holds". The 1 + 1e-2 scaling is a wrong
+# answer only where the dtype's rounding is far below 1e-2 (float32, float64: u <= 6e-8); in
+# float16 and bfloat16 a legitimately derived bound can exceed 1 % of a many-term result.
 SCALED_WRONG = 1e-2
 _SCALE_DTYPES = frozenset({"float32", "float64"})
 
@@ -189,7 +189,7 @@ def coarser(a: str | None, b: str | None) -> str | None:
 @dataclass(frozen=True)
 class Difference:
     """How ``actual`` differs from ``expected`` (same shape): the one comparison every
-    max-abs and normwise check is built on (issue 28).
+    max-abs and normwise check is built on.
 
     Non-finite values are compared exactly: where the reference is NaN the result must be NaN,
     where it is +-inf the same infinity, and a non-finite result where the reference is finite

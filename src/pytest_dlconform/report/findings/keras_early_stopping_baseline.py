@@ -15,7 +15,7 @@ when it does not improve on the baseline.
 Upstream: no Keras 3 report found (searched keras-team/keras issues for EarlyStopping
 baseline; keras-team/keras#13860 is the Keras 2 question about the same rule, closed as
 support; keras PR #23559, merged 2026-09, changes the wait counter around this code).
-Found while writing up issue 14 (a probe of the documented rule); the suite's
+Found by a probe of the documented rule; the suite's
 test_baseline_never_reached_runs_patience_epochs feeds only values that never fall, so it
 does not reach this case.
 

@@ -13,7 +13,7 @@ tf.function result equals eager. The traced graph holds Softplus, Tanh and Mul; 
 oneDNN remapper fuses them, and the fused kernel behaves as if it computed log(1 + exp(x))
 in float32 (1 + exp(x) rounds to 1 once exp(x) < 2**-24), not softplus's log1p.
 Found by: suites/execution/test_function.py::test_function_equals_eager_on_generated_programs,
-example mish(x0) + x1 at x0 = -57.96, float32, jit_compile=None (issue 13, parametrised run).
+example mish(x0) + x1 at x0 = -57.96, float32, jit_compile=None (a parametrised run).
 
 Run: python tf_onednn_fused_mish_float32.py
 x <= -4 already errs by more than 64 u relative (the error grows like u / exp(x)).
