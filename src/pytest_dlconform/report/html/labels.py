@@ -72,7 +72,7 @@ def _row_tokens(entry: Mapping[str, Any]) -> list[str]:
 def shown_id(nodeid: str) -> str:
     """A test's node id as the page shows it: from its area folder on (``autodiff/test_ops.py::...``).
     The folders above ``suites/`` say where the suites were installed (a venv's site-packages, a
-    checkout), the same for every test: repeated on every row they were a tenth of a full run's page."""
+    checkout), the same for every test: repeated on every row they would be a tenth of a full run's page."""
     path, sep, rest = nodeid.partition("::")
     return re.sub(r"^(?:.*/)?suites/", "", path.replace("\\", "/")) + sep + rest
 

@@ -84,7 +84,7 @@ def _verdict_of(token: str) -> str:
 
 def matrix_columns(doc: Mapping[str, Any]) -> list[str]:
     """The matrix's columns, those with the most claims first (the report's order among equals):
-    a full run's columns for one Keras backend hold a claim or two each, and put first they pushed
+    a full run's columns for one Keras backend hold a claim or two each, and put first they would push
     tf/cpu and torch/cpu off a laptop's screen."""
     columns = list(doc["columns"])
     filled = {c: sum(1 for e in doc["claims"].values() if cell_token(e, c) is not None) for c in columns}
