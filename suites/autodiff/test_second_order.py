@@ -21,7 +21,8 @@ must be exactly 0.
 
 Cost: one hypothesis example per test in ci (each runs the op's samples; every tangent costs
 four gradients and one H v). TensorFlow's forward-over-reverse checks every parameter class
-once in the ci and quick profiles (:func:`_samples`), every sample in thorough.
+once in the ci profile (:func:`_samples`), every sample in thorough; the quick profile checks
+one sample per op and mode, rotated by ``--dl-seed`` over the ci profile's samples.
 
 A framework that refuses a second-order derivative with its documented "not implemented"
 error (torch's ``derivative for ... is not implemented``, TensorFlow's ``No gradient defined
@@ -72,6 +73,9 @@ FOR = "forward-over-reverse"
 ZERO_HESSIAN = PIECEWISE_LINEAR | LINEAR_OPS
 #: Regimes where finite differences of the gradient mostly cannot judge (see _samples).
 NOISY_REGIMES = frozenset({"tiny", "large"})
+#: The quick profile's last resorts (see _samples): also "mixed" (8 % inconclusive in a ci run).
+QUICK_NOISY = NOISY_REGIMES | {"mixed"}
+QUICK_JUDGED = 1  # judged samples per op and mode in the quick profile
 #: The frameworks' documented refusals of a derivative they do not implement.
 REFUSALS = {
     TORCH: re.compile(r"derivative for .* is not implemented|not implemented for .*(double backward|forward AD)|"
@@ -249,34 +253,60 @@ def _draw(data: st.DataObject, sample: Any) -> ProgramCase:
     return case
 
 
-def _samples(framework: str, mode: str, op: str) -> list[Any]:
-    """Every registered sample; TensorFlow's forward-over-reverse in the ci and quick profiles:
+def _samples(framework: str, mode: str, op: str, profile: str = "ci", seed: int = 0) -> list[Any]:
+    """The samples a run of ``profile`` checks (a fixed choice, never a random one).
+
+    Every registered sample, except TensorFlow's forward-over-reverse in the ci profile:
     every parameter class once, each with its last registered sample outside the "tiny" and
     "large" regimes where it has one (the later regimes: mixed, dyadic with exact zeros and
     ties, both sides of kinks; at tiny inputs the gradient's change along v is below its
-    rounding, and large ones saturate, so finite differences cannot judge there). A fixed
-    choice, never a random one. ForwardAccumulator traces a JVP function per op and shape
-    (~0.35 s a sample here, three times the nested tapes); the thorough profile, and
-    reverse-over-reverse always, run every sample."""
+    rounding, and large ones saturate, so finite differences cannot judge there).
+    ForwardAccumulator traces a JVP function per op and shape (~0.35 s a sample here, three
+    times the nested tapes); the thorough profile runs every sample.
+
+    The quick profile judges one sample per op and mode (:data:`QUICK_JUDGED`): it goes
+    through the ci profile's samples in a rotated order, those outside the noisy regimes
+    ("tiny", "large", "mixed": where finite differences of the gradient are most often
+    inconclusive) first, starting at number ``(seed + k) % n`` of them, with ``k`` = 0 for
+    reverse-over-reverse and ``n // 2`` for forward-over-reverse, and stops at the first
+    one finite differences could judge. The two modes of one run take different samples,
+    and ``n`` successive ``--dl-seed`` values start at every one."""
     every = samples(op)
-    if framework != TF or mode != FOR or scaled(EXAMPLES) > EXAMPLES:
+    if scaled(EXAMPLES) > EXAMPLES:
         return every
-    chosen: dict[Any, Any] = {}
-    for s in every:
-        if s.params not in chosen or s.regime not in NOISY_REGIMES:
-            chosen[s.params] = s
-    return list(chosen.values())
+    ci = every
+    if framework == TF and mode == FOR:
+        chosen: dict[Any, Any] = {}
+        for s in every:
+            if s.params not in chosen or s.regime not in NOISY_REGIMES:
+                chosen[s.params] = s
+        ci = list(chosen.values())
+    if profile != "quick":
+        return ci
+    judged = [s for s in ci if s.regime not in QUICK_NOISY]
+    n = len(judged) or 1
+    start = (seed + (n // 2 if mode == FOR else 0)) % n
+    return judged[start:] + judged[:start] + [s for s in ci if s.regime in QUICK_NOISY]
 
 
-def _run(framework: str, device: str, op: str, mode: str, examples: int = EXAMPLES) -> None:
+def _quota(profile: str) -> int | None:
+    """How many judged samples end a test's example (None: every chosen sample)."""
+    return QUICK_JUDGED if profile == "quick" else None
+
+
+def _run(framework: str, device: str, op: str, mode: str, settings: Any, examples: int = EXAMPLES) -> None:
     ledger = Ledger(framework, mode)
-    chosen = _samples(framework, mode, op)
-    evidence.note(samples_registered=len(samples(op)), samples_in_this_profile=len(chosen))
+    chosen = _samples(framework, mode, op, settings.profile, settings.seed)
+    quota = _quota(settings.profile)
+    evidence.note(samples_registered=len(samples(op)), samples_in_this_profile=quota or len(chosen))
 
     @budget(examples)
     @given(data=st.data())
     def prop(data: st.DataObject) -> None:
+        judged = 0
         for sample in chosen:
+            if quota is not None and judged >= quota:
+                break
             case = _draw(data, sample)
             seed = data.draw(st.integers(0, 2**16), label="seed")
             try:
@@ -285,6 +315,7 @@ def _run(framework: str, device: str, op: str, mode: str, examples: int = EXAMPL
                 ledger.refused[f"{sample.params.label} [{sample.regime}]"] = str(e)
                 continue
             ledger.visit(sample, inconclusive)
+            judged += not inconclusive
 
     prop()
     ledger.finish(op)
@@ -295,23 +326,23 @@ def _run(framework: str, device: str, op: str, mode: str, examples: int = EXAMPL
 
 @pytest.mark.claim("autodiff.gradient.second-order")
 @pytest.mark.parametrize("op", ops_for(TORCH, "reverse-fd"))
-def test_torch_op_hvp_reverse_over_reverse(torch, dl_device, op):
-    _run(TORCH, dl_device, op, ROR)
+def test_torch_op_hvp_reverse_over_reverse(torch, dl_device, dl_settings, op):
+    _run(TORCH, dl_device, op, ROR, dl_settings)
 
 
 @pytest.mark.claim("autodiff.gradient.second-order")
 @pytest.mark.parametrize("op", ops_for(TORCH, "reverse-fd"))
-def test_torch_op_hvp_forward_over_reverse(torch, dl_device, op):
-    _run(TORCH, dl_device, op, FOR)
+def test_torch_op_hvp_forward_over_reverse(torch, dl_device, dl_settings, op):
+    _run(TORCH, dl_device, op, FOR, dl_settings)
 
 
 @pytest.mark.claim("autodiff.gradient.second-order")
 @pytest.mark.parametrize("op", ops_for(TF, "reverse-fd"))
-def test_tensorflow_op_hvp_reverse_over_reverse(tf, dl_device, op):
-    _run(TF, dl_device, op, ROR)
+def test_tensorflow_op_hvp_reverse_over_reverse(tf, dl_device, dl_settings, op):
+    _run(TF, dl_device, op, ROR, dl_settings)
 
 
 @pytest.mark.claim("autodiff.gradient.second-order")
 @pytest.mark.parametrize("op", ops_for(TF, "reverse-fd"))
-def test_tensorflow_op_hvp_forward_over_reverse(tf, dl_device, op):
-    _run(TF, dl_device, op, FOR)
+def test_tensorflow_op_hvp_forward_over_reverse(tf, dl_device, dl_settings, op):
+    _run(TF, dl_device, op, FOR, dl_settings)

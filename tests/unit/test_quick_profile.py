@@ -126,3 +126,24 @@ def test_modes_check_of_a_quick_report_names_what_it_left_out_by_design(tmp_path
     doc["environment"]["profile"] = "ci"
     path.write_text(json.dumps(doc))
     assert modes.main([str(path), "--check"]) == 1
+
+
+def test_second_order_judges_one_sample_per_op_and_mode_rotating_over_the_ci_samples() -> None:
+    from pytest_dlconform.programs.samples import ops_for
+    from pytest_dlconform.suites.autodiff import test_second_order as so
+
+    assert so._quota("quick") == 1 and so._quota("ci") is None
+    for framework in (so.TF, so.TORCH):
+        for op in ops_for(framework, "reverse-fd"):
+            for mode in (so.ROR, so.FOR):
+                ci = so._samples(framework, mode, op, "ci", 0)
+                quick = [so._samples(framework, mode, op, "quick", seed) for seed in range(len(ci))]
+                assert all(sorted(map(repr, q)) == sorted(map(repr, ci)) for q in quick), (framework, op, mode)
+                judged = [s for s in ci if s.regime not in so.QUICK_NOISY]
+                firsts = {q[0] for q in quick}
+                assert firsts == (set(judged) or {ci[0]}), (framework, op, mode)  # n seeds start at every one
+                assert all(s.regime in so.QUICK_NOISY for s in quick[0][len(judged):]), (framework, op, mode)
+            ror, fwd = (so._samples(framework, m, op, "quick", 0)[0] for m in (so.ROR, so.FOR))
+            judged = [s for s in so._samples(framework, so.ROR, op, "ci", 0) if s.regime not in so.QUICK_NOISY]
+            if framework == so.TORCH and len(judged) > 1:
+                assert ror != fwd, op  # the two modes of one run start at different samples
