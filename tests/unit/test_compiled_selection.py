@@ -2,7 +2,8 @@
 mode and dtype by construction: its chunks partition the library, each op's draw holds all of
 its samples on one program per parameter class, and inductor's classes compiled apart plus
 the rest are all of them. (A ci run's ledger is checked against the same registry by
-``dlconform modes --check`` in .ci/run; tests/integration/test_low_precision_compiled_mutants.py
+``dlconform modes --check`` on the merged report in conformance.yml, a quick run's in .ci/run;
+tests/integration/test_low_precision_compiled_mutants.py
 runs the TorchScript mode end to end and checks its ledger.)"""
 
 from __future__ import annotations
