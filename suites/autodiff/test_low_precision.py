@@ -28,8 +28,8 @@ result: attention whose logits' rounding is O(1) (the bound is then V's spread),
 decompositions and normalisations at wide inputs (docs/tolerances.md, "Vacuous bounds").
 
 Where a framework refuses an op in a dtype, that is "not applicable" only where its
-documentation says the dtype is unsupported (:data:`DOCUMENTED_UNSUPPORTED`, quoted with
-the framework's own error), sample by sample (ledger rows with ``not_applicable``); any
+documentation says the dtype is unsupported (the op record's ``dtype_exclusions``, quoted
+with the framework's own error), sample by sample (ledger rows with ``not_applicable``); any
 other refusal is a violation.
 """
 
@@ -61,6 +61,7 @@ from pytest_dlconform.api.programs import (
     Sample,
     class_cases,
     coverage_key,
+    excluded_dtypes,
     gradient_error_bound,
     low_precision_error_bound,
     min_variance,
@@ -71,24 +72,6 @@ from pytest_dlconform.api.tracing import assert_within
 LOW = LOW_PRECISION_DTYPES
 RANGE = {"float32": INPUT_MAX, "bfloat16": INPUT_MAX, "float16": 8.0}
 OPS = op_names()
-
-_TORCH_LINALG = "Supports input of float, double, cfloat and cdouble dtypes"
-_TF_LINALG = "input: Must be one of the following types: half, float32, float64, complex64, complex128"
-#: (framework, op) -> dtypes the framework's documentation excludes, and the page that says so.
-DOCUMENTED_UNSUPPORTED: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    **{("torch", op): (("float16", "bfloat16"), f"torch.linalg.{api} documentation: {_TORCH_LINALG!r}")
-       for op, api in (("det_dd", "det"), ("logdet_dd", "slogdet"), ("inv_dd", "inv"), ("solve_dd", "solve"),
-                       ("cholesky_spd", "cholesky"), ("trisolve", "cholesky"))},
-    **{("tensorflow", op): (("bfloat16",), f"tf.linalg.{api} documentation: {_TF_LINALG!r}")
-       for op, api in (("det_dd", "det"), ("logdet_dd", "slogdet"), ("inv_dd", "inv"), ("solve_dd", "solve"),
-                       ("cholesky_spd", "cholesky"), ("trisolve", "cholesky"))},
-    # Decompositions: the same sentences in torch.linalg.svd/qr/eigh's pages
-    # and in the Svd/Qr/SelfAdjointEigV2 op definitions.
-    **{(fw, op): (dtypes, f"{prefix}.{api} documentation: {text!r}")
-       for op, api in (("svd", "svd"), ("qr", "qr"), ("eigh", "eigh"))
-       for fw, dtypes, prefix, text in (("torch", ("float16", "bfloat16"), "torch.linalg", _TORCH_LINALG),
-                                        ("tensorflow", ("bfloat16",), "tf.linalg", _TF_LINALG))},
-}
 
 
 def rounded(fw: Any, x: np.ndarray, dtype: str, device: str) -> np.ndarray:
@@ -111,7 +94,7 @@ def _run(fw: Any, fn: Any, xs: list[np.ndarray], w: np.ndarray, dtype: str, devi
         return fw.call(fn, xs, dtype, device), fw.vjp(fn, xs, w, dtype, device)
     except Exception as exc:  # the framework refused the op in this dtype
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        dtypes, doc = DOCUMENTED_UNSUPPORTED.get((fw.name, op), ((), ""))
+        dtypes, doc = excluded_dtypes(fw.name, op)
         if dtype in dtypes:
             raise Unsupported(f"{op} in {dtype} on {device}: {doc}; {fw.name} says: {type(exc).__name__}: {first}") from exc
         raise Refused(f"{fw.name} refused {op} in {dtype} on {device}, a dtype its documentation accepts: "

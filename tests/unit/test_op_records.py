@@ -22,7 +22,7 @@ import pytest
 from pytest_dlconform.programs import edges as E
 from pytest_dlconform.programs import samples as S
 from pytest_dlconform.programs.ops import OPS, RECORDS
-from pytest_dlconform.programs.records import OpRecord
+from pytest_dlconform.programs.records import Autocast, DtypeExclusion, GraphNames, OpRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "pytest_dlconform"
@@ -37,11 +37,7 @@ ACTIVATIONS = frozenset({"linear", "relu", "tanh", "sigmoid", "gelu", "elu", "se
 #: Most are keyed by torch or TensorFlow API functions of their own suites (most of them not
 #: library ops), so a view over the records does not cover them yet.
 KNOWN_TABLES: dict[tuple[str, str], str] = {
-    ("src/pytest_dlconform/checks/precision/autocast.py", "AUTOCAST_LISTS"):
-        "torch autocast's documented op lists per device, of torch functions with their own input makers",
-    ("src/pytest_dlconform/checks/precision/autocast.py", "ATEN"): "the aten overload each autocast function dispatches to",
     ("suites/export/test_tfjs.py", "OPS"): "tf.functions the TensorFlow.js converter is tried on",
-    ("suites/execution/test_torch_graphs.py", "AUTOGRAD_OPS"): "torch functions whose autograd nodes a graph shows",
     ("suites/autodiff/test_generated_programs.py", "OWN_IDS"):
         "ops whose composed programs get test ids of their own, for their pins in known_divergences.toml",
 }
@@ -54,6 +50,19 @@ def _files() -> Iterator[Path]:
                 yield path
 
 
+def _key(item: ast.expr | None) -> str | None:
+    """The op name an entry of a literal stands for: a string, the first string of a tuple
+    entry (``("det_dd", "det")``), or a call's first argument (``Recipe("softplus", ...)``;
+    not a program's node ``Op("sin")``, which uses the op and states nothing about it)."""
+    if isinstance(item, ast.Constant) and isinstance(item.value, str):
+        return item.value
+    if isinstance(item, ast.Tuple) and item.elts:
+        return _key(item.elts[0]) if isinstance(item.elts[0], ast.Constant) else None
+    if isinstance(item, ast.Call) and item.args and not (isinstance(item.func, ast.Name) and item.func.id == "Op"):
+        return _key(item.args[0]) if isinstance(item.args[0], ast.Constant) else None
+    return None
+
+
 def _strings(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Dict):
         items: list[ast.expr | None] = list(node.keys)
@@ -61,7 +70,7 @@ def _strings(node: ast.AST) -> list[str]:
         items = list(node.elts)
     else:
         return []
-    return [n.value for n in items if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return [k for k in map(_key, items) if k is not None]
 
 
 def _owner(tree: ast.Module, target: ast.AST) -> str:
@@ -106,6 +115,35 @@ def test_the_check_finds_a_table() -> None:
     assert _owner(tree, node) == "PARAMS"
 
 
+@pytest.mark.parametrize(("source", "names"), [
+    # pairs in a comprehension's source (the low-precision suite's former dtype table)
+    ('T = {op: 1 for op, api in (("det_dd", "det"), ("svd", "svd"), ("qr", "qr"))}\n', ["det_dd", "svd", "qr"]),
+    # call recipes (the autocast check's former calls of library ops)
+    ('R = [Recipe("sum", f), Recipe("prod", g), Recipe("cumsum", h)]\n', ["sum", "prod", "cumsum"]),
+    # a program's nodes use ops and say nothing about them
+    ('P = (Op("sin"), Op("matmul"), Op("logsumexp"))\n', []),
+])
+def test_the_check_finds_nested_tables(source: str, names: list[str]) -> None:
+    tree = ast.parse(source)
+    found = max(([s for s in _strings(node) if s in OPS] for node in ast.walk(tree)), key=len)
+    assert found == names
+
+
+def test_autocast_reads_the_records() -> None:
+    """The autocast check calls every library op with an autocast line through its record,
+    and its own catalogue names no library op."""
+    from pytest_dlconform.checks.precision import autocast as A
+
+    others = {op.name for op in A._other_ops()}
+    assert not others & set(RECORDS), sorted(others & set(RECORDS))
+    assert {n for d in A.OTHER_LISTS.values() for names in d.values() for n in names} <= others
+    for name, r in RECORDS.items():
+        if r.autocast is not None:
+            assert A.OPS[name].fn is r.autocast.call.fn
+            for device_type in A.DEVICE_TYPES:
+                assert A.op_class(device_type, name) == (r.autocast.listed(device_type) or A.UNLISTED)
+
+
 def test_the_registry_is_the_records() -> None:
     assert list(OPS) == list(RECORDS)
     assert all(r.name == name and OPS[name] is r.spec for name, r in RECORDS.items())
@@ -140,6 +178,23 @@ def problems(r: OpRecord) -> list[str]:
             out.append(f"{name}: its backward's softmax weights have no cancellation term")
     if r.nonfinite_vectors and not r.stable:
         out.append(f"{name}: vector cases at +-inf outside the stable family")
+    # the low-precision suite's "not applicable" quotes the documentation's sentence
+    for e in r.dtype_exclusions:
+        if e.framework not in ("torch", "tensorflow") or not e.dtypes or "'" not in e.source:
+            out.append(f"{name}: a dtype exclusion without a framework, dtypes or a quoted sentence")
+        if not set(e.dtypes) <= set(S.LOW_PRECISION_DTYPES):
+            out.append(f"{name}: excludes {e.dtypes}, not low-precision dtypes the suite runs")
+    # the autocast check: a class of the reference per device, composite only where listed
+    if r.autocast is not None:
+        a = r.autocast
+        if not {a.cpu, a.cuda} <= {None, "lower", "float32", "promote", "error"}:
+            out.append(f"{name}: an autocast class the reference does not have ({a.cpu}, {a.cuda})")
+        if any(a.listed(d) is None for d in a.composite):
+            out.append(f"{name}: composite on a device type where the reference does not list it")
+    # the tracing suites render a graph-named elementwise op and run its derivative
+    if r.graph is not None and spec.category == "elementwise" and (
+            r.derivative is None or not isinstance(spec.tf, str) or not isinstance(spec.torch, str)):
+        out.append(f"{name}: graph names without a parameter-free template or a derivative")
     labels = [c.label for c in r.params]
     if len(labels) != len(set(labels)):
         out.append(f"{name}: a parameter class twice")
@@ -166,6 +221,11 @@ def test_each_record_has_what_its_modes_need(name: str) -> None:
     ("softmax", {"stable_source": ""}),
     ("sum", {"derivative": lambda x, p: x}),
     ("gelu", {"magnitude": "quadratic"}),
+    ("svd", {"dtype_exclusions": (DtypeExclusion("torch", ("float16",), "torch.linalg.svd documentation"),)}),
+    ("svd", {"dtype_exclusions": (DtypeExclusion("torch", ("int8",), "torch.linalg.svd: 'float'"),)}),
+    ("cross_entropy", {"autocast": Autocast(RECORDS["sum"].autocast.call, cpu="float32", composite=("cuda",))}),
+    ("prod", {"autocast": Autocast(RECORDS["sum"].autocast.call, cpu="float64")}),
+    ("sin", {"derivative": None, "graph": GraphNames("Sin", "SinBackward0")}),
 ])
 def test_an_incomplete_record_is_found(name: str, change: dict[str, object]) -> None:
     assert problems(replace(RECORDS[name], **change))  # type: ignore[arg-type]

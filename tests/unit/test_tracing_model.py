@@ -157,8 +157,9 @@ def test_dynamo_model_falls_back_to_eager_after_the_limit():
 
 def _numpy_namespace() -> Any:
     """Just enough of tf's API, in numpy, to execute the rendered TensorFlow source."""
+    unary = {"sin": np.sin, "cos": np.cos, "tanh": np.tanh, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x))}
     return types.SimpleNamespace(
-        sin=np.sin, cos=np.cos, tanh=np.tanh, sigmoid=lambda x: 1.0 / (1.0 + np.exp(-x)),
+        **unary, math=types.SimpleNamespace(**unary),  # the records' templates say tf.math.<op>
         reduce_mean=np.mean, where=lambda c, a, b: a if c else b, constant=lambda v, dtype=None: np.asarray(v),
         range=range, matmul=np.matmul, nn=types.SimpleNamespace(relu=lambda z: np.maximum(z, 0.0)), float64="float64",
     )

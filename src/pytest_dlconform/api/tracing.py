@@ -7,6 +7,7 @@ Part of the public surface for suites (:mod:`pytest_dlconform.api`); re-exports 
 from __future__ import annotations
 
 from ..checks.tracing import (
+    AUTOGRAD_OPS,
     MARKER_OPS,
     Arg,
     CountingBackend,
@@ -31,6 +32,7 @@ from ..checks.tracing import (
 )
 
 __all__ = [
+    "AUTOGRAD_OPS",
     "MARKER_OPS",
     "Arg",
     "CountingBackend",

@@ -7,6 +7,12 @@ module of :mod:`.ops` builds its records; :data:`.ops.RECORDS` collects them. Th
 edge cases, derivatives and cancellation tables are views over those records
 (:mod:`.samples`, :mod:`.edges`, :mod:`.derivatives`), never separate tables.
 
+The record also says what other suites read about the op's framework functions: the
+dtypes each framework's documentation excludes (:class:`DtypeExclusion`, with the quoted
+sentence; the low-precision suite's "not applicable"), the op's line in torch's Autocast Op
+Reference (:class:`Autocast`; the autocast suite) and its node names in a traced graph
+(:class:`GraphNames`; the tracing suites).
+
 Known framework bugs are not here: they are pinned per framework version and symptom in
 known_divergences.toml, the one known-limits mechanism.
 """
@@ -17,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .autocast import AutocastCall
 from .core import Array, OpSpec, Params, Shape
 
 #: Where the edge cases' sentences of documentation come from.
@@ -81,6 +88,52 @@ class StableRef:
 
 
 @dataclass(frozen=True)
+class DtypeExclusion:
+    """Floating dtypes a framework's documentation of the op's function does not accept, and
+    where it says so (the page and the quoted sentence)."""
+
+    framework: str
+    dtypes: tuple[str, ...]
+    source: str
+
+
+#: The classes of torch's Autocast Op Reference (docs/source/amp.rst): ops that autocast to
+#: the lower precision, to float32, to the widest input dtype, and ops that raise in an
+#: autocast-enabled region. An op the reference does not list runs in its inputs' dtype.
+AUTOCAST_LOWER: Final = "lower"
+AUTOCAST_FLOAT32: Final = "float32"
+AUTOCAST_PROMOTE: Final = "promote"
+AUTOCAST_ERROR: Final = "error"
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """The op's torch function in torch's Autocast Op Reference: how the autocast check calls
+    it (``call``), per device type ("cpu", "cuda") its class where the reference lists it
+    (None: unlisted there), the aten overload it dispatches to first (empty:
+    ``aten::<op>``), and the device types where it is composite (no autocast kernel of its
+    own: its parts carry the policy)."""
+
+    call: AutocastCall = field(compare=False)
+    cpu: str | None = None
+    cuda: str | None = None
+    aten: str = ""
+    composite: tuple[str, ...] = ()
+
+    def listed(self, device_type: str) -> str | None:
+        return self.cpu if device_type == "cpu" else self.cuda if device_type == "cuda" else None
+
+
+@dataclass(frozen=True)
+class GraphNames:
+    """The op's nodes in a traced graph, for 2-D operands: TensorFlow's op type in a
+    GraphDef and the class of torch's autograd node for its backward."""
+
+    tf_op: str
+    autograd_node: str
+
+
+@dataclass(frozen=True)
 class OpRecord:
     """Everything about one op.
 
@@ -103,6 +156,9 @@ class OpRecord:
     ``kink_exact``: its value there is exact (the formula is piecewise linear at a dyadic kink).
     ``linear``: its Jacobian does not depend on the primal values (linear ops, data movement);
     ``piecewise_linear``: linear between its kinks (second derivative zero away from them).
+    ``dtype_exclusions``: floating dtypes a framework's documentation excludes, quoted;
+    ``autocast``: its line in torch's Autocast Op Reference (None: the autocast suite does
+    not call it); ``graph``: its node names in traced graphs (None: no tracing suite counts it).
     """
 
     spec: OpSpec
@@ -123,6 +179,9 @@ class OpRecord:
     kink_exact: bool = True
     linear: bool = False
     piecewise_linear: bool = False
+    dtype_exclusions: tuple[DtypeExclusion, ...] = ()
+    autocast: Autocast | None = None
+    graph: GraphNames | None = None
 
     @property
     def name(self) -> str:
@@ -130,6 +189,13 @@ class OpRecord:
 
     def magnitude_class(self, p: Params) -> str:
         return self.magnitude(p) if callable(self.magnitude) else self.magnitude
+
+    def excluded_dtypes(self, framework: str) -> tuple[tuple[str, ...], str] | None:
+        """(dtypes, source) the framework's documentation excludes for this op, or None."""
+        for e in self.dtype_exclusions:
+            if e.framework == framework:
+                return e.dtypes, e.source
+        return None
 
 
 def records(specs: Sequence[OpSpec], facts: Mapping[str, Mapping[str, Any]]) -> list[OpRecord]:

@@ -1,9 +1,12 @@
 """torch autocast: the documented op lists as data, and the oracles that hold a build to them.
 
 The lists are the "Autocast Op Reference" of torch's AMP documentation (docs/source/amp.rst),
-written down per device type: the *documentation* is the oracle, the op's dtype under
-autocast and its bitwise equality with an explicitly cast call are the observations
-(:func:`autocast_mismatches`); :func:`registration_mismatches` compares the lists with the
+per device type: the *documentation* is the oracle. An op of the op library carries its
+line of the reference in its record (``OpRecord.autocast``: class per device type, aten
+overload, composite devices); the torch functions the library has no op for are listed
+here (:data:`OTHER_LISTS`, :data:`OTHER_ATEN`), and :data:`AUTOCAST_LISTS` joins the two.
+The observations are the op's dtype under autocast and its bitwise equality with an
+explicitly cast call (:func:`autocast_mismatches`); :func:`registration_mismatches` compares the lists with the
 autocast kernels the build registers with its dispatcher.
 
 Importing this module imports no framework.
@@ -17,11 +20,18 @@ from typing import Any
 
 import numpy as np
 
+from ...programs import autocast as ac
+from ...programs.autocast import B3, IMG1, IMG2, IMG3, Arrays, M, V, gen, normal, positive, prob, signs, spd
+from ...programs.ops import RECORDS
+from ...programs.records import AUTOCAST_ERROR as ERROR
+from ...programs.records import AUTOCAST_FLOAT32 as FLOAT32
+from ...programs.records import AUTOCAST_LOWER as LOWER
+from ...programs.records import AUTOCAST_PROMOTE as PROMOTE
 from ..numerics import difference, tolerance
 
-LOWER, FLOAT32, PROMOTE, UNLISTED, ERROR = "lower", "float32", "promote", "unlisted", "error"
-
-Arrays = list[np.ndarray]
+UNLISTED = "unlisted"
+CLASSES = (LOWER, FLOAT32, PROMOTE, ERROR)
+DEVICE_TYPES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -32,177 +42,125 @@ class AutocastOp:
     differentiable: bool = True
 
 
-def _normal(*shape: int) -> Callable[[np.random.Generator, int], np.ndarray]:
-    return lambda rng, n: rng.normal(size=tuple(n if s == 0 else s for s in shape))
+def _other_ops() -> list[AutocastOp]:
+    """The torch functions of the reference that the op library has no op for."""
+    f = ac.functional
+    return [
+        # matmul / conv class
+        AutocastOp("mm", lambda t, x: t.mm(*x), gen(M, M)),
+        AutocastOp("bmm", lambda t, x: t.bmm(*x), gen(B3, B3)),
+        AutocastOp("addmm", lambda t, x: t.addmm(*x), gen(M, M, M)),
+        AutocastOp("baddbmm", lambda t, x: t.baddbmm(*x), gen(B3, B3, B3)),
+        AutocastOp("addbmm", lambda t, x: t.addbmm(*x), gen(M, B3, B3)),
+        AutocastOp("addmv", lambda t, x: t.addmv(*x), gen(V, M, V)),
+        AutocastOp("addr", lambda t, x: t.addr(*x), gen(M, V, V)),
+        AutocastOp("mv", lambda t, x: t.mv(*x), gen(M, V)),
+        AutocastOp("dot", lambda t, x: t.dot(*x), gen(V, V)),
+        AutocastOp("conv1d", lambda t, x: f("conv1d")(t)(*x), gen(IMG1, normal(3, 2, 2))),
+        AutocastOp("conv3d", lambda t, x: f("conv3d")(t)(*x), gen(IMG3, normal(3, 2, 2, 2, 2))),
+        AutocastOp("conv_transpose1d", lambda t, x: f("conv_transpose1d")(t)(*x), gen(IMG1, normal(2, 3, 2))),
+        AutocastOp("conv_transpose3d", lambda t, x: f("conv_transpose3d")(t)(*x), gen(IMG3, normal(2, 3, 2, 2, 2))),
+        AutocastOp("prelu", lambda t, x: f("prelu")(t)(*x), gen(M, normal(1))),
+        AutocastOp("scaled_dot_product_attention", lambda t, x: f("scaled_dot_product_attention")(t)(*x),
+                   gen(B3, B3, B3)),
+        AutocastOp("linalg_vecdot", lambda t, x: t.linalg.vecdot(*x), gen(M, M)),
+        # losses and numerically sensitive reductions
+        AutocastOp("l1_loss", lambda t, x: f("l1_loss")(t)(*x), gen(M, M)),
+        AutocastOp("binary_cross_entropy", lambda t, x: f("binary_cross_entropy")(t)(*x), gen(prob, prob)),
+        AutocastOp("binary_cross_entropy_with_logits", lambda t, x: f("binary_cross_entropy_with_logits")(t)(*x),
+                   gen(M, prob)),
+        AutocastOp("kl_div", lambda t, x: f("kl_div")(t)(*x, reduction="batchmean"), gen(M, prob)),
+        AutocastOp("soft_margin_loss", lambda t, x: f("soft_margin_loss")(t)(*x), gen(V, signs)),
+        AutocastOp("margin_ranking_loss", lambda t, x: f("margin_ranking_loss")(t)(*x), gen(V, V, signs)),
+        AutocastOp("hinge_embedding_loss", lambda t, x: f("hinge_embedding_loss")(t)(*x), gen(V, signs)),
+        AutocastOp("poisson_nll_loss", lambda t, x: f("poisson_nll_loss")(t)(*x), gen(M, positive)),
+        AutocastOp("cosine_embedding_loss", lambda t, x: f("cosine_embedding_loss")(t)(*x), gen(M, M, signs)),
+        AutocastOp("cdist", lambda t, x: t.cdist(*x), gen(M, M)),
+        AutocastOp("inverse", lambda t, x: t.inverse(*x), gen(spd)),
+        AutocastOp("cholesky", lambda t, x: t.linalg.cholesky(*x), gen(spd)),
+        AutocastOp("avg_pool3d", lambda t, x: f("avg_pool3d")(t)(x[0], 2), gen(IMG3)),
+        AutocastOp("max_pool3d", lambda t, x: f("max_pool3d")(t)(x[0], 2), gen(IMG3)),
+        AutocastOp("reflection_pad1d", lambda t, x: f("pad")(t)(x[0], (1, 1), mode="reflect"), gen(IMG1)),
+        AutocastOp("replication_pad2d", lambda t, x: f("pad")(t)(x[0], (1, 1, 1, 1), mode="replicate"), gen(IMG2)),
+        AutocastOp("quantile", lambda t, x: t.quantile(x[0], 0.3), gen(M)),
+        # elementwise / reductions that CUDA lists as float32 and CPU leaves alone
+        AutocastOp("exp", lambda t, x: t.exp(*x), gen(M)),
+        AutocastOp("log", lambda t, x: t.log(*x), gen(positive)),
+        AutocastOp("pow", lambda t, x: t.pow(x[0], 2.0), gen(M)),
+        AutocastOp("norm", lambda t, x: t.norm(*x), gen(M)),
+        AutocastOp("cosine_similarity", lambda t, x: f("cosine_similarity")(t)(*x), gen(M, M)),
+        AutocastOp("reciprocal", lambda t, x: t.reciprocal(*x), gen(positive)),
+        AutocastOp("rsqrt", lambda t, x: t.rsqrt(*x), gen(positive)),
+        # promote to the widest input
+        AutocastOp("cat", lambda t, x: t.cat(x), gen(M, M)),
+        AutocastOp("index_copy", lambda t, x: x[0].index_copy(0, t.tensor([0], device=x[0].device), x[1][:1]), gen(M, M)),
+        AutocastOp("addcmul", lambda t, x: t.addcmul(*x), gen(M, M, M)),
+        AutocastOp("addcdiv", lambda t, x: t.addcdiv(*x), gen(M, M, positive)),
+        AutocastOp("atan2", lambda t, x: t.atan2(*x), gen(M, M)),
+    ]
 
 
-def _gen(*parts: Callable[[np.random.Generator, int], np.ndarray]) -> Callable[[np.random.Generator, int], Arrays]:
-    return lambda rng, n: [p(rng, n) for p in parts]
-
-
-def _prob(rng: np.random.Generator, n: int) -> np.ndarray:
-    return rng.uniform(0.05, 0.95, size=(n, n))
-
-
-def _positive(rng: np.random.Generator, n: int) -> np.ndarray:
-    return rng.uniform(0.5, 2.0, size=(n, n))
-
-
-def _spd(rng: np.random.Generator, n: int) -> np.ndarray:
-    a = rng.normal(size=(n, n))
-    return a @ a.T + n * np.eye(n)
-
-
-def _log_probs(rng: np.random.Generator, n: int) -> np.ndarray:
-    z = rng.normal(size=(n, n))
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-
-
-def _labels(rng: np.random.Generator, n: int) -> np.ndarray:
-    return rng.integers(0, n, size=n)
-
-
-def _signs(rng: np.random.Generator, n: int) -> np.ndarray:
-    return rng.choice([-1.0, 1.0], size=n)
-
-
-M, V, B3 = _normal(0, 0), _normal(0), _normal(2, 0, 0)
-IMG1, IMG2, IMG3 = _normal(1, 2, 0), _normal(1, 2, 0, 0), _normal(1, 2, 4, 4, 0)
+#: The ops of the op library the autocast check calls, by their record: each has a line
+#: of the reference there, with its call (``Autocast(call)`` where the reference lists it nowhere).
+LIBRARY = {name: r.autocast for name, r in RECORDS.items() if r.autocast is not None}
 
 
 def _ops() -> dict[str, AutocastOp]:
-    def f(name: str) -> Callable[[Any], Any]:
-        return lambda torch: getattr(torch.nn.functional, name)
-
-    ops = [
-        # matmul / conv class
-        AutocastOp("mm", lambda t, x: t.mm(*x), _gen(M, M)),
-        AutocastOp("bmm", lambda t, x: t.bmm(*x), _gen(B3, B3)),
-        AutocastOp("matmul", lambda t, x: t.matmul(*x), _gen(M, M)),
-        AutocastOp("addmm", lambda t, x: t.addmm(*x), _gen(M, M, M)),
-        AutocastOp("baddbmm", lambda t, x: t.baddbmm(*x), _gen(B3, B3, B3)),
-        AutocastOp("addbmm", lambda t, x: t.addbmm(*x), _gen(M, B3, B3)),
-        AutocastOp("addmv", lambda t, x: t.addmv(*x), _gen(V, M, V)),
-        AutocastOp("addr", lambda t, x: t.addr(*x), _gen(M, V, V)),
-        AutocastOp("mv", lambda t, x: t.mv(*x), _gen(M, V)),
-        AutocastOp("dot", lambda t, x: t.dot(*x), _gen(V, V)),
-        AutocastOp("linear", lambda t, x: f("linear")(t)(*x), _gen(M, M, V)),
-        AutocastOp("conv1d", lambda t, x: f("conv1d")(t)(*x), _gen(IMG1, _normal(3, 2, 2))),
-        AutocastOp("conv2d", lambda t, x: f("conv2d")(t)(*x), _gen(IMG2, _normal(3, 2, 2, 2))),
-        AutocastOp("conv3d", lambda t, x: f("conv3d")(t)(*x), _gen(IMG3, _normal(3, 2, 2, 2, 2))),
-        AutocastOp("conv_transpose1d", lambda t, x: f("conv_transpose1d")(t)(*x), _gen(IMG1, _normal(2, 3, 2))),
-        AutocastOp("conv_transpose2d", lambda t, x: f("conv_transpose2d")(t)(*x), _gen(IMG2, _normal(2, 3, 2, 2))),
-        AutocastOp("conv_transpose3d", lambda t, x: f("conv_transpose3d")(t)(*x), _gen(IMG3, _normal(2, 3, 2, 2, 2))),
-        AutocastOp("prelu", lambda t, x: f("prelu")(t)(*x), _gen(M, _normal(1))),
-        AutocastOp("scaled_dot_product_attention", lambda t, x: f("scaled_dot_product_attention")(t)(*x),
-                   _gen(B3, B3, B3)),
-        AutocastOp("linalg_vecdot", lambda t, x: t.linalg.vecdot(*x), _gen(M, M)),
-        # losses and numerically sensitive reductions
-        AutocastOp("mse_loss", lambda t, x: f("mse_loss")(t)(*x), _gen(M, M)),
-        AutocastOp("l1_loss", lambda t, x: f("l1_loss")(t)(*x), _gen(M, M)),
-        AutocastOp("smooth_l1_loss", lambda t, x: f("smooth_l1_loss")(t)(*x), _gen(M, M)),
-        AutocastOp("huber_loss", lambda t, x: f("huber_loss")(t)(*x), _gen(M, M)),
-        AutocastOp("cross_entropy", lambda t, x: f("cross_entropy")(t)(*x), _gen(M, _labels)),
-        AutocastOp("nll_loss", lambda t, x: f("nll_loss")(t)(*x), _gen(_log_probs, _labels)),
-        AutocastOp("binary_cross_entropy", lambda t, x: f("binary_cross_entropy")(t)(*x), _gen(_prob, _prob)),
-        AutocastOp("binary_cross_entropy_with_logits", lambda t, x: f("binary_cross_entropy_with_logits")(t)(*x),
-                   _gen(M, _prob)),
-        AutocastOp("kl_div", lambda t, x: f("kl_div")(t)(*x, reduction="batchmean"), _gen(M, _prob)),
-        AutocastOp("soft_margin_loss", lambda t, x: f("soft_margin_loss")(t)(*x), _gen(V, _signs)),
-        AutocastOp("margin_ranking_loss", lambda t, x: f("margin_ranking_loss")(t)(*x), _gen(V, V, _signs)),
-        AutocastOp("hinge_embedding_loss", lambda t, x: f("hinge_embedding_loss")(t)(*x), _gen(V, _signs)),
-        AutocastOp("poisson_nll_loss", lambda t, x: f("poisson_nll_loss")(t)(*x), _gen(M, _positive)),
-        AutocastOp("cosine_embedding_loss", lambda t, x: f("cosine_embedding_loss")(t)(*x), _gen(M, M, _signs)),
-        AutocastOp("prod", lambda t, x: t.prod(*x), _gen(M)),
-        AutocastOp("cdist", lambda t, x: t.cdist(*x), _gen(M, M)),
-        AutocastOp("trace", lambda t, x: t.trace(*x), _gen(M)),
-        AutocastOp("inverse", lambda t, x: t.inverse(*x), _gen(_spd)),
-        AutocastOp("cholesky", lambda t, x: t.linalg.cholesky(*x), _gen(_spd)),
-        AutocastOp("avg_pool3d", lambda t, x: f("avg_pool3d")(t)(x[0], 2), _gen(IMG3)),
-        AutocastOp("max_pool3d", lambda t, x: f("max_pool3d")(t)(x[0], 2), _gen(IMG3)),
-        AutocastOp("reflection_pad1d", lambda t, x: f("pad")(t)(x[0], (1, 1), mode="reflect"), _gen(IMG1)),
-        AutocastOp("replication_pad2d", lambda t, x: f("pad")(t)(x[0], (1, 1, 1, 1), mode="replicate"), _gen(IMG2)),
-        AutocastOp("quantile", lambda t, x: t.quantile(x[0], 0.3), _gen(M)),
-        # elementwise / reductions that CUDA lists as float32 and CPU leaves alone
-        AutocastOp("softmax", lambda t, x: f("softmax")(t)(x[0], -1), _gen(M)),
-        AutocastOp("log_softmax", lambda t, x: f("log_softmax")(t)(x[0], -1), _gen(M)),
-        AutocastOp("layer_norm", lambda t, x: f("layer_norm")(t)(x[0], x[0].shape[-1:]), _gen(M)),
-        AutocastOp("group_norm", lambda t, x: f("group_norm")(t)(x[0], 1), _gen(IMG2)),
-        AutocastOp("exp", lambda t, x: t.exp(*x), _gen(M)),
-        AutocastOp("log", lambda t, x: t.log(*x), _gen(_positive)),
-        AutocastOp("pow", lambda t, x: t.pow(x[0], 2.0), _gen(M)),
-        AutocastOp("sum", lambda t, x: t.sum(*x), _gen(M)),
-        AutocastOp("cumsum", lambda t, x: t.cumsum(x[0], 0), _gen(M)),
-        AutocastOp("norm", lambda t, x: t.norm(*x), _gen(M)),
-        AutocastOp("cosine_similarity", lambda t, x: f("cosine_similarity")(t)(*x), _gen(M, M)),
-        AutocastOp("softplus", lambda t, x: f("softplus")(t)(*x), _gen(M)),
-        AutocastOp("reciprocal", lambda t, x: t.reciprocal(*x), _gen(_positive)),
-        AutocastOp("rsqrt", lambda t, x: t.rsqrt(*x), _gen(_positive)),
-        # promote to the widest input
-        AutocastOp("cat", lambda t, x: t.cat(x), _gen(M, M)),
-        AutocastOp("stack", lambda t, x: t.stack(x), _gen(M, M)),
-        AutocastOp("index_copy", lambda t, x: x[0].index_copy(0, t.tensor([0], device=x[0].device), x[1][:1]), _gen(M, M)),
-        AutocastOp("addcmul", lambda t, x: t.addcmul(*x), _gen(M, M, M)),
-        AutocastOp("addcdiv", lambda t, x: t.addcdiv(*x), _gen(M, M, _positive)),
-        AutocastOp("atan2", lambda t, x: t.atan2(*x), _gen(M, M)),
-        # unlisted everywhere: they run in their inputs' dtype
-        AutocastOp("relu", lambda t, x: f("relu")(t)(*x), _gen(M)),
-        AutocastOp("tanh", lambda t, x: t.tanh(*x), _gen(M)),
-        AutocastOp("sigmoid", lambda t, x: t.sigmoid(*x), _gen(M)),
-        AutocastOp("gelu", lambda t, x: f("gelu")(t)(*x), _gen(M)),
-        AutocastOp("add", lambda t, x: t.add(*x), _gen(M, M)),
-        AutocastOp("mul", lambda t, x: t.mul(*x), _gen(M, M)),
-        AutocastOp("max_pool2d", lambda t, x: f("max_pool2d")(t)(x[0], 2), _gen(IMG2)),
-    ]
-    return {op.name: op for op in ops}
+    """Every op the check calls: the op library's (their records' calls) and the others."""
+    library = [AutocastOp(name, a.call.fn, a.call.inputs, a.call.differentiable) for name, a in LIBRARY.items()]
+    return {op.name: op for op in [*_other_ops(), *library]}
 
 
 OPS = _ops()
 
-# The aten operator each op dispatches to first (for the dispatcher-registration check).
-ATEN = {
-    "conv_transpose2d": "conv_transpose2d.input", "conv_transpose3d": "conv_transpose3d.input",
-    "cross_entropy": "cross_entropy_loss", "cholesky": "linalg_cholesky", "quantile": "quantile.scalar",
-    "softmax": "softmax.int", "log_softmax": "log_softmax.int", "pow": "pow.Tensor_Scalar", "norm": "norm.Scalar",
-    "add": "add.Tensor", "mul": "mul.Tensor", "reflection_pad1d": "reflection_pad1d", "replication_pad2d": "replication_pad2d",
-}
-# Composite ops: no autocast kernel of their own on that device, their parts carry the policy
-# (cross_entropy on CUDA = log_softmax + nll_loss, both float32-listed there).
-COMPOSITE = {"cpu": frozenset(), "cuda": frozenset({"cross_entropy"})}
+# The aten overload each torch function outside the op library dispatches to first (for
+# the dispatcher-registration check), where it is not the function's own name.
+OTHER_ATEN = {"conv_transpose3d": "conv_transpose3d.input", "cholesky": "linalg_cholesky",
+              "quantile": "quantile.scalar", "pow": "pow.Tensor_Scalar", "norm": "norm.Scalar",
+              "reflection_pad1d": "reflection_pad1d", "replication_pad2d": "replication_pad2d"}
+ATEN = {**OTHER_ATEN, **{name: a.aten for name, a in LIBRARY.items() if a.aten}}
+# Composite ops: no autocast kernel of their own on that device, their parts carry the policy.
+COMPOSITE = {d: frozenset(name for name, a in LIBRARY.items() if d in a.composite) for d in DEVICE_TYPES}
 
 
 def aten_name(op: str) -> str:
     return "aten::" + ATEN.get(op, op)
 
-# The documented lists, per device type (torch 2.x "Autocast Op Reference"), restricted to
-# the ops in OPS. Ops not listed for a device run in their inputs' dtype there.
-AUTOCAST_LISTS: dict[str, dict[str, tuple[str, ...]]] = {
+# The documented lists, per device type (torch 2.x "Autocast Op Reference"), of the torch
+# functions in OPS that the op library has no op for. Ops not listed for a device run in
+# their inputs' dtype there.
+OTHER_LISTS: dict[str, dict[str, tuple[str, ...]]] = {
     "cpu": {
-        LOWER: ("mm", "bmm", "matmul", "addmm", "baddbmm", "addbmm", "linear", "conv1d", "conv2d", "conv3d",
-                "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu", "scaled_dot_product_attention",
-                "linalg_vecdot"),
-        FLOAT32: ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
-                  "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
-                  "margin_ranking_loss", "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss", "prod",
-                  "cdist", "trace", "inverse", "cholesky", "avg_pool3d", "max_pool3d", "reflection_pad1d",
+        LOWER: ("mm", "bmm", "baddbmm", "addbmm", "addmm", "conv1d", "conv3d", "conv_transpose1d",
+                "conv_transpose3d", "prelu", "scaled_dot_product_attention", "linalg_vecdot"),
+        FLOAT32: ("l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
+                  "margin_ranking_loss", "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss",
+                  "cdist", "inverse", "cholesky", "avg_pool3d", "max_pool3d", "reflection_pad1d",
                   "replication_pad2d", "quantile"),
-        PROMOTE: ("cat", "stack", "index_copy"),
+        PROMOTE: ("cat", "index_copy"),
         ERROR: (),
     },
     "cuda": {
-        LOWER: ("mm", "bmm", "matmul", "addmm", "baddbmm", "addbmm", "addmv", "addr", "mv", "linear", "conv1d",
-                "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
-                "scaled_dot_product_attention", "linalg_vecdot"),
-        FLOAT32: ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
-                  "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss", "margin_ranking_loss",
-                  "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss", "prod", "cdist", "softmax",
-                  "log_softmax", "layer_norm", "group_norm", "exp", "log", "pow", "sum", "cumsum", "norm",
-                  "cosine_similarity", "softplus", "reciprocal", "rsqrt"),
+        LOWER: ("mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "addr", "mv", "conv1d", "conv3d",
+                "conv_transpose1d", "conv_transpose3d", "prelu", "scaled_dot_product_attention", "linalg_vecdot"),
+        FLOAT32: ("l1_loss", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss", "margin_ranking_loss",
+                  "hinge_embedding_loss", "poisson_nll_loss", "cosine_embedding_loss", "cdist", "exp", "log", "pow",
+                  "norm", "cosine_similarity", "reciprocal", "rsqrt"),
         PROMOTE: ("addcmul", "addcdiv", "atan2", "dot"),
         # "binary_cross_entropy ... raise an error in autocast-enabled regions" on CUDA.
         ERROR: ("binary_cross_entropy",),
     },
 }
+
+
+def _lists() -> dict[str, dict[str, tuple[str, ...]]]:
+    """The reference's lists: the op library's records joined with :data:`OTHER_LISTS`."""
+    return {d: {cls: OTHER_LISTS[d][cls] + tuple(name for name, a in LIBRARY.items() if a.listed(d) == cls)
+                for cls in CLASSES}
+            for d in DEVICE_TYPES}
+
+
+AUTOCAST_LISTS: dict[str, dict[str, tuple[str, ...]]] = _lists()
 # Ops that need a LAPACK/cuSOLVER path or inputs the low dtype cannot hold stay out of the
 # all-low-input runs where torch has no low-precision kernel for them on that device.
 NO_LOW_KERNEL = {"cpu": frozenset(), "cuda": frozenset({"inverse", "cholesky", "quantile", "trace", "cdist"})}

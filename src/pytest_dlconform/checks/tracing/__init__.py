@@ -16,6 +16,7 @@ from __future__ import annotations
 from .common import assert_within, program_error_bound
 from .control_flow import (
     AUTOGRAD_NODES,
+    AUTOGRAD_OPS,
     MARKER_OPS,
     TENSOR_FLOW,
     THRESHOLDS,
@@ -78,7 +79,7 @@ from .graph_optimisation import (
 )
 
 __all__ = [
-    "AUTOGRAD_NODES", "MARKER_OPS", "PYTHON_VALUES", "TENSOR_FLOW", "THRESHOLDS", "UNARY", "Affine", "Arg",
+    "AUTOGRAD_NODES", "AUTOGRAD_OPS", "MARKER_OPS", "PYTHON_VALUES", "TENSOR_FLOW", "THRESHOLDS", "UNARY", "Affine", "Arg",
     "CompileCountMismatch", "CompilePrediction", "CompileStep", "ControlFlowMismatch", "CountingBackend", "Dense",
     "DynamoCacheModel", "FlowProgram", "FlowRun", "FunctionCacheModel", "LiteralType", "OptimisationNotObserved",
     "PythonFor", "PythonIf", "Signature", "Stmt", "TensorFor", "TensorIf", "TensorType", "TensorWhile",

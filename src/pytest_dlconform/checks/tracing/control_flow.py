@@ -24,6 +24,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ...core import evidence
+from ...programs.ops import RECORDS
+from ...programs.records import GraphNames
 from .common import FRESH
 
 
@@ -85,20 +87,43 @@ Stmt = Unary | Affine | Dense | TensorIf | PythonIf | TensorWhile | TensorFor | 
 TENSOR_FLOW = (TensorIf, TensorWhile, TensorFor)
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+def _graph(name: str) -> GraphNames:
+    graph = RECORDS[name].graph
+    assert graph is not None, f"{name}'s record names no graph nodes"
+    return graph
 
 
-# name -> (tf source, torch source, numpy value, numpy derivative, TF op type, autograd node)
-UNARY: dict[str, tuple[str, str, Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray], str, str]] = {
-    "sin": ("tf.sin(x)", "torch.sin(x)", np.sin, np.cos, "Sin", "SinBackward0"),
-    "cos": ("tf.cos(x)", "torch.cos(x)", np.cos, lambda x: -np.sin(x), "Cos", "CosBackward0"),
-    "tanh": ("tf.tanh(x)", "torch.tanh(x)", np.tanh, lambda x: 1.0 - np.tanh(x) ** 2, "Tanh", "TanhBackward0"),
-    "sigmoid": ("tf.sigmoid(x)", "torch.sigmoid(x)", _sigmoid, lambda x: _sigmoid(x) * (1.0 - _sigmoid(x)),
-                "Sigmoid", "SigmoidBackward0"),
-}
-MARKER_OPS = (*(v[4] for v in UNARY.values()), "Relu", "MatMul")
-AUTOGRAD_NODES = {v[5]: k for k, v in UNARY.items()} | {"ReluBackward0": "relu", "MmBackward0": "matmul"}
+Fn = Callable[[np.ndarray], np.ndarray]
+
+
+def _bound(ref: Callable[..., np.ndarray], derivative: Callable[..., np.ndarray]) -> tuple[Fn, Fn]:
+    """A parameter-free op's value and derivative as functions of x alone."""
+    return (lambda x: ref([x], {}, [])), (lambda x: derivative(x, {}))
+
+
+def _unary() -> dict[str, tuple[str, str, Fn, Fn, str, str]]:
+    """The smooth unary ops a flow program may apply, from their op records (those with graph
+    names): name -> (tf source, torch source, numpy value, numpy derivative, TF op type,
+    autograd node)."""
+    out: dict[str, tuple[str, str, Fn, Fn, str, str]] = {}
+    for name, r in RECORDS.items():
+        if r.graph is None or r.spec.category != "elementwise" or r.derivative is None:
+            continue
+        tf, torch = r.spec.tf, r.spec.torch
+        assert isinstance(tf, str) and isinstance(torch, str), f"{name}: a parameter-free template"
+        assert r.derivative is not None
+        value, slope = _bound(r.spec.ref, r.derivative)
+        out[name] = (tf.format(a="x"), torch.format(a="x"), value, slope, r.graph.tf_op, r.graph.autograd_node)
+    return out
+
+
+UNARY = _unary()
+#: A Dense statement's nodes: relu of matmul (the ops' records name them).
+DENSE = ("matmul", "relu")
+MARKER_OPS = (*(v[4] for v in UNARY.values()), *(_graph(name).tf_op for name in DENSE))
+AUTOGRAD_NODES = {v[5]: k for k, v in UNARY.items()} | {_graph(name).autograd_node: name for name in DENSE}
+#: The ops whose autograd nodes :func:`autograd_node_counts` counts.
+AUTOGRAD_OPS = tuple(AUTOGRAD_NODES.values())
 
 
 @dataclass(frozen=True)

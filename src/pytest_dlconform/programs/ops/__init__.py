@@ -39,7 +39,7 @@ from .pooling import pooling_records
 from .reduction import reduction_records
 from .shape import shape_records
 
-__all__ = ["OPS", "PIECEWISE_LINEAR", "RECORDS", "op_names"]
+__all__ = ["OPS", "PIECEWISE_LINEAR", "RECORDS", "excluded_dtypes", "op_names"]
 
 
 def _hinted(records: list[OpRecord]) -> list[OpRecord]:
@@ -71,3 +71,9 @@ RECORDS: dict[str, OpRecord] = {
 PIECEWISE_LINEAR: frozenset[str] = frozenset(name for name, r in RECORDS.items() if r.piecewise_linear)
 #: Every op's spec (how it is generated, rendered and referenced), by name.
 OPS: dict[str, OpSpec] = {name: r.spec for name, r in RECORDS.items()}
+
+
+def excluded_dtypes(framework: str, op: str) -> tuple[tuple[str, ...], str]:
+    """The floating dtypes the framework's documentation excludes for the op's function and
+    the quoted sentence (the record's ``dtype_exclusions``); ``((), "")`` where none."""
+    return RECORDS[op].excluded_dtypes(framework) or ((), "")

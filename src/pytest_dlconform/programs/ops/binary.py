@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .. import autocast as ac
 from ..core import Array, OpSpec, Params, PlanFn, Shape, Template, _amax
-from ..records import TORCH_API, OpRecord, each, records
+from ..records import TORCH_API, Autocast, OpRecord, each, records
 from .common import OPERANDS, _broadcastable, _choices, _lst, _no_params, exp_weights_cancellation
 
 
@@ -47,7 +48,9 @@ def binary_records() -> list[OpRecord]:
     operands = {"params": each(operands=OPERANDS)}
     inf = float("inf")
     return records(_binary_ops(), {
-        "add": {**operands, "linear": True}, "sub": {**operands, "linear": True}, "mul": operands,
+        "add": {**operands, "linear": True, "autocast": Autocast(ac.method("add", ac.M, ac.M), aten="add.Tensor")},
+        "sub": {**operands, "linear": True},
+        "mul": {**operands, "autocast": Autocast(ac.method("mul", ac.M, ac.M), aten="mul.Tensor")},
         "div_c": {"params": each(c=(1.0, 0.25, 4.0), operands=OPERANDS)},
         "logaddexp": {**operands, "stable": True, "cancellation": exp_weights_cancellation,
                       "stable_source": f"{TORCH_API}torch.logaddexp.html: 'useful in statistics where the calculated "

@@ -15,7 +15,19 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core import Array, Draw, Params, PlanFn, RefFn, Shape, _amax
-from ..records import ParamClass, Pick, param_class
+from ..records import DtypeExclusion, ParamClass, Pick, param_class
+
+#: The dtype sentences of the linear-algebra pages: torch.linalg's functions and the
+#: TensorFlow op definitions behind tf.linalg (MatrixDeterminant, Svd, Qr,
+#: SelfAdjointEigV2, ...). Neither lists a 16-bit float but TensorFlow's half.
+_TORCH_LINALG = "Supports input of float, double, cfloat and cdouble dtypes"
+_TF_LINALG = "input: Must be one of the following types: half, float32, float64, complex64, complex128"
+
+
+def linalg_dtypes(api: str) -> tuple[DtypeExclusion, ...]:
+    """The dtypes torch.linalg.<api> and tf.linalg.<api> document no kernel for, quoted."""
+    return (DtypeExclusion("torch", ("float16", "bfloat16"), f"torch.linalg.{api} documentation: {_TORCH_LINALG!r}"),
+            DtypeExclusion("tensorflow", ("bfloat16",), f"tf.linalg.{api} documentation: {_TF_LINALG!r}"))
 
 
 def _any(shapes: Sequence[Shape]) -> bool:

@@ -9,8 +9,9 @@ from typing import Any, Final
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, LipFn, OpSpec, Params, Shape, _amax
-from ..records import OpRecord, each, param_class, records
+from ..records import AUTOCAST_LOWER, Autocast, GraphNames, OpRecord, each, param_class, records
 from .common import _broadcastable, _rank_at_least
 
 _LETTERS: Final = "abcdefghij"
@@ -152,7 +153,11 @@ def _contraction_ops() -> list[OpSpec]:
 def contraction_records() -> list[OpRecord]:
     """The contractions: matmul with each transpose, linear with and without bias."""
     return records(_contraction_ops(), {
-        "matmul": {"params": tuple(param_class(transpose_a=a, transpose_b=b) for a in (False, True) for b in (False, True))},
-        "linear": {"params": each(bias=(False, True)), "linear": True},
+        "matmul": {"params": tuple(param_class(transpose_a=a, transpose_b=b) for a in (False, True) for b in (False, True)),
+                   "autocast": Autocast(ac.method("matmul", ac.M, ac.M), cpu=AUTOCAST_LOWER, cuda=AUTOCAST_LOWER),
+                   "graph": GraphNames("MatMul", "MmBackward0")},
+        "linear": {"params": each(bias=(False, True)), "linear": True,
+                   "autocast": Autocast(ac.function("linear", ac.M, ac.M, ac.V), cpu=AUTOCAST_LOWER,
+                                        cuda=AUTOCAST_LOWER)},
         "einsum": {"linear": True}, "tensordot": {"linear": True},
     })

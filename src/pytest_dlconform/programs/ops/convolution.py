@@ -28,8 +28,9 @@ from typing import Any, Final
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, OpSpec, Params, Shape
-from ..records import OpRecord, with_classes
+from ..records import AUTOCAST_LOWER, Autocast, OpRecord, with_classes
 from .pooling import valid_plan
 
 MODES: Final[dict[str, Any]] = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -289,4 +290,5 @@ def convolution_records() -> list[OpRecord]:
         {"stride": 2, "padding": 1, "output_padding": 1, "groups": 1, "dilation": 2},
         {"stride": 1, "padding": 0, "output_padding": 1, "groups": 1, "dilation": 2},
     ],
-    })
+    }, {"conv_transpose2d": {"autocast": Autocast(ac.function("conv_transpose2d", ac.IMG2, ac.normal(2, 3, 2, 2)),
+                                                 cpu=AUTOCAST_LOWER, cuda=AUTOCAST_LOWER, aten="conv_transpose2d.input")}})

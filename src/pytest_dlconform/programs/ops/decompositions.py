@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 
 from ..core import Array, Draw, OpSpec, Params, Shape
 from ..records import OpRecord, with_classes
-from .common import _jacobian_norm, _rank_at_least
+from .common import _jacobian_norm, _rank_at_least, linalg_dtypes
 from .linalg import _dd_scale
 
 FRACS = (0.5, 0.25)
@@ -260,4 +260,4 @@ def decomposition_records() -> list[OpRecord]:
         "eigh": [{"out": "values", "uplo": "L", "frac": 0.5}, {"out": "values", "uplo": "U", "frac": 0.25},
                  {"out": "proj", "pair": "top", "uplo": "L", "frac": 0.25},
                  {"out": "proj", "pair": "bottom", "uplo": "U", "frac": 0.5}],
-    })
+    }, {name: {"dtype_exclusions": linalg_dtypes(name)} for name in ("svd", "qr", "eigh")})

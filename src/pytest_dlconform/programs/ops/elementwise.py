@@ -14,9 +14,10 @@ from typing import Final
 
 import numpy as np
 
+from .. import autocast as ac
 from ..core import INPUT_MAX, ULPS, Array, OpSpec, Params, PlanFn, Shape, Template
 from ..derivatives import _gelu_d, _mish_d, _sech2, _sig
-from ..records import BOTH, IEEE_FORMULA, TF_API, TF_EXAMPLE, OpRecord, each, records
+from ..records import BOTH, IEEE_FORMULA, TF_API, TF_EXAMPLE, Autocast, GraphNames, OpRecord, each, records
 from .common import _any, _choices, _no_params, _unary
 
 
@@ -178,14 +179,16 @@ def elementwise_records() -> list[OpRecord]:
     sigmoid = "1 / (1 + exp(-x))"
     logsigmoid = "log(1 / (1 + exp(-x))); TF: -softplus(-x)"
     return records(_smooth_ops(), {
-        "tanh": {"derivative": lambda x, p: _sech2(x), "nonfinite": _at_inf("tanh", (_INF, 1.0), (-_INF, -1.0))},
-        "sigmoid": {"derivative": lambda x, p: _sig(x) * _sig(-x),
+        "tanh": {"autocast": Autocast(ac.method("tanh", ac.M)), "graph": GraphNames("Tanh", "TanhBackward0"),
+                 "derivative": lambda x, p: _sech2(x), "nonfinite": _at_inf("tanh", (_INF, 1.0), (-_INF, -1.0))},
+        "sigmoid": {"autocast": Autocast(ac.method("sigmoid", ac.M)), "graph": GraphNames("Sigmoid", "SigmoidBackward0"),
+                    "derivative": lambda x, p: _sig(x) * _sig(-x),
                     "extreme_source": f"{TF_API}tf/math/sigmoid: 'For x in (-inf, inf), sigmoid(x) in (0, 1)' and its "
                                       "example tf.sigmoid([-128., 0., 128.]) = [0., 0.5, 1.]",
                     "nonfinite": _formula_at_inf(sigmoid, (_INF, 1.0), (-_INF, 0.0))},
-        "sin": {"derivative": lambda x, p: np.cos(x), "tiny_only": True,
+        "sin": {"graph": GraphNames("Sin", "SinBackward0"), "derivative": lambda x, p: np.cos(x), "tiny_only": True,
                 "nonfinite": _at_inf("sin", (_INF, math.nan), (-_INF, math.nan))},
-        "cos": {"derivative": lambda x, p: -np.sin(x), "tiny_only": True,
+        "cos": {"graph": GraphNames("Cos", "CosBackward0"), "derivative": lambda x, p: -np.sin(x), "tiny_only": True,
                 "nonfinite": _at_inf("cos", (_INF, math.nan), (-_INF, math.nan))},
         "atan": {"derivative": lambda x, p: 1 / (1 + x * x)},
         "asinh": {"derivative": lambda x, p: 1 / np.hypot(1.0, x), "magnitude": "square",
@@ -196,7 +199,8 @@ def elementwise_records() -> list[OpRecord]:
                                          "y = -tf.nn.softplus(-x)'",
                        "nonfinite": _formula_at_inf(logsigmoid, (_INF, 0.0), (-_INF, -_INF))},
         # tanh-gelu's formula has 0.044715 x**3
-        "gelu": {"params": each(approximate=("none", "tanh")), "derivative": _gelu_d, "cancellation": _gelu_cancellation,
+        "gelu": {"autocast": Autocast(ac.function("gelu", ac.M)),
+                 "params": each(approximate=("none", "tanh")), "derivative": _gelu_d, "cancellation": _gelu_cancellation,
                  "magnitude": lambda p: "cube" if p.get("approximate") == "tanh" else "linear"},
         "silu": {"derivative": lambda x, p: _sig(x) * (1 + x * _sig(-x)), "cancellation": _silu_cancellation},
         "mish": {"derivative": _mish_d, "cancellation": _mish_cancellation},

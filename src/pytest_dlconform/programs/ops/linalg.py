@@ -14,9 +14,10 @@ from typing import Any, Final
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, LipFn, OpSpec, Params, PlanFn, Shape, Template
-from ..records import OpRecord, Pick, each, records
-from .common import _choices, _jacobian_norm, _no_params, _rank_at_least, _square
+from ..records import AUTOCAST_FLOAT32, Autocast, OpRecord, Pick, each, records
+from .common import _choices, _jacobian_norm, _no_params, _rank_at_least, _square, linalg_dtypes
 
 
 def _dd_scale(n: int, frac: float) -> float:
@@ -132,8 +133,14 @@ def linalg_records() -> list[OpRecord]:
     """The matrix ops; diagonally dominant inputs at several strengths of the perturbation."""
     dominance = {"params": each(s=tuple(_dominance(f) for f in (0.5, 0.25, 0.75, 0.875)))}
     return records(_linalg_ops(), {
-        "det_dd": dominance, "logdet_dd": dominance, "inv_dd": dominance, "solve_dd": dominance,
-        "cholesky_spd": {"params": each(c=(1.0, 0.5, 2.0))},
-        "trisolve": {"params": each(c=(1.0, 0.5, 2.0), adjoint=(False, True))},
-        "diagonal": {"params": each(offset=(0, 1, -1)), "linear": True}, "trace": {"linear": True},
+        "det_dd": {**dominance, "dtype_exclusions": linalg_dtypes("det")},
+        "logdet_dd": {**dominance, "dtype_exclusions": linalg_dtypes("slogdet")},
+        "inv_dd": {**dominance, "dtype_exclusions": linalg_dtypes("inv")},
+        "solve_dd": {**dominance, "dtype_exclusions": linalg_dtypes("solve")},
+        "cholesky_spd": {"params": each(c=(1.0, 0.5, 2.0)), "dtype_exclusions": linalg_dtypes("cholesky")},
+        # its input is built by a Cholesky factorisation: the same page's sentence
+        "trisolve": {"params": each(c=(1.0, 0.5, 2.0), adjoint=(False, True)),
+                     "dtype_exclusions": linalg_dtypes("cholesky")},
+        "diagonal": {"params": each(offset=(0, 1, -1)), "linear": True},
+        "trace": {"linear": True, "autocast": Autocast(ac.method("trace", ac.M), cpu=AUTOCAST_FLOAT32)},
     })

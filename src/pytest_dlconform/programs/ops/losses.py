@@ -33,8 +33,9 @@ from typing import Any, Final
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, OpSpec, Params, Shape, _amax
-from ..records import OpRecord, with_classes
+from ..records import AUTOCAST_FLOAT32, Autocast, OpRecord, with_classes
 from .pooling import valid_plan
 
 REDUCTIONS: Final = ("mean", "sum", "none")
@@ -397,7 +398,15 @@ def loss_records() -> list[OpRecord]:
         {"reduction": "none", "pos_weight": False, "weight": True},
         {"reduction": "mean", "pos_weight": True, "weight": True},
     ],
-    }, {"cross_entropy": {"cancellation": lambda xs, p, g: ce_gradient_term(xs[0], p) if g else ce_forward_term(xs[0], p)}})
+    }, {"cross_entropy": {"cancellation": lambda xs, p, g: ce_gradient_term(xs[0], p) if g else ce_forward_term(xs[0], p),
+                          # on CUDA log_softmax + nll_loss, both float32-listed there
+                          "autocast": Autocast(ac.function("cross_entropy", ac.M, ac.labels), cpu=AUTOCAST_FLOAT32,
+                                               cuda=AUTOCAST_FLOAT32, aten="cross_entropy_loss",
+                                               composite=("cuda",))},
+        "nll_loss": {"autocast": Autocast(ac.function("nll_loss", ac.log_probs, ac.labels), cpu=AUTOCAST_FLOAT32,
+                                          cuda=AUTOCAST_FLOAT32)},
+        **{name: {"autocast": Autocast(ac.function(name, ac.M, ac.M), cpu=AUTOCAST_FLOAT32, cuda=AUTOCAST_FLOAT32)}
+           for name in ("mse_loss", "huber_loss", "smooth_l1_loss")}})
 
 
 def ce_forward_term(x: Array, p: Params) -> float:

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, OpSpec, Params, Shape, _amax
-from ..records import OpRecord, each, records
+from ..records import AUTOCAST_FLOAT32, AUTOCAST_LOWER, Autocast, OpRecord, each, records
 from .common import _jacobian_norm, _lst, _rank_at_least
 
 
@@ -120,8 +121,15 @@ def _layer_norm_cancellation(xs: Sequence[Array], p: Params, gradient: bool) -> 
     return n * (2.0 * (1.0 + _amax(x) / sigma) if gradient else _amax(x)) / sigma
 
 
+#: F.layer_norm over the last axis, as torch's autocast check calls it.
+_LAYER_NORM_CALL = ac.call(lambda t, x: ac.functional("layer_norm")(t)(x[0], x[0].shape[-1:]), ac.M)
+
+
 def nn_records() -> list[OpRecord]:
     """Convolution, pooling and layer norm in their composable form."""
-    return records(_nn_ops(), {"conv2d": {"params": each(stride=(1, 2)), "linear": True},
+    return records(_nn_ops(), {"conv2d": {"params": each(stride=(1, 2)), "linear": True,
+                                          "autocast": Autocast(ac.function("conv2d", ac.IMG2, ac.normal(3, 2, 2, 2)),
+                                                               cpu=AUTOCAST_LOWER, cuda=AUTOCAST_LOWER)},
                                "avg_pool2d": {"params": each(stride=(1, 2)), "linear": True},
-                               "layer_norm": {"params": each(eps=(1e-5, 1e-3, 0.25)), "cancellation": _layer_norm_cancellation}})
+                               "layer_norm": {"params": each(eps=(1e-5, 1e-3, 0.25)), "cancellation": _layer_norm_cancellation,
+                                              "autocast": Autocast(_LAYER_NORM_CALL, cuda=AUTOCAST_FLOAT32)}})

@@ -21,8 +21,9 @@ from typing import Any, Final
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, OpSpec, Params, Shape
-from ..records import OpRecord, with_classes
+from ..records import AUTOCAST_FLOAT32, Autocast, OpRecord, with_classes
 from .common import _lst
 from .convolution import _hint_channels
 from .hints import _hint_image
@@ -153,6 +154,10 @@ def _cancellation(name: str) -> Any:
     return lambda xs, p, gradient: cancellation(name, xs[0], p, gradient)
 
 
+#: F.group_norm with one group, as torch's autocast check calls it.
+_GROUP_NORM_CALL = ac.call(lambda t, x: ac.functional("group_norm")(t)(x[0], 1), ac.IMG2)
+
+
 def normalization_records() -> list[OpRecord]:
     """The normalisations with batch statistics. Parameter classes: torch's defaults first
     (eps 1e-5, momentum 0.1), Keras's epsilon default 1e-3, and a large eps."""
@@ -160,7 +165,9 @@ def normalization_records() -> list[OpRecord]:
         "batch_norm": _cycle(eps=_EPS, momentum=(0.1, 0.5)),
         "group_norm": _cycle(num_groups=(1, 2), eps=_EPS),
         "instance_norm": _cycle(eps=_EPS),
-    }, {name: {"cancellation": _cancellation(name)} for name in ("batch_norm", "group_norm", "instance_norm")})
+    }, {name: {"cancellation": _cancellation(name),
+               **({"autocast": Autocast(_GROUP_NORM_CALL, cuda=AUTOCAST_FLOAT32)} if name == "group_norm" else {})}
+        for name in ("batch_norm", "group_norm", "instance_norm")})
 
 
 #: The ops whose float16 range check reads :func:`min_variance`.

@@ -12,9 +12,22 @@ from typing import Final
 
 import numpy as np
 
+from .. import autocast as ac
 from ..core import Array, OpSpec, Params, PlanFn, Shape, Template
 from ..derivatives import SELU_ALPHA, SELU_SCALE, _hardswish_d, _sig
-from ..records import BOTH, IEEE_FORMULA, TF_API, TORCH_API, OpRecord, each, param_class, records
+from ..records import (
+    AUTOCAST_FLOAT32,
+    BOTH,
+    IEEE_FORMULA,
+    TF_API,
+    TORCH_API,
+    Autocast,
+    GraphNames,
+    OpRecord,
+    each,
+    param_class,
+    records,
+)
 from .common import _choices, _no_params
 from .elementwise import _elementwise
 
@@ -138,7 +151,8 @@ def piecewise_records() -> list[OpRecord]:
     celu = "max(0, x) + min(0, alpha (exp(x / alpha) - 1))"
     min_val = lambda p: p.get("min_val")
     return records(_piecewise_ops(), {
-        "relu": {"piecewise_linear": True, "derivative": lambda x, p: np.where(x > 0, 1.0, 0.0), "kink_rule": lambda p, k: 2,
+        "relu": {"autocast": Autocast(ac.function("relu", ac.M)), "graph": GraphNames("Relu", "ReluBackward0"),
+                 "piecewise_linear": True, "derivative": lambda x, p: np.where(x > 0, 1.0, 0.0), "kink_rule": lambda p, k: 2,
                  "one_sided": lambda p, k: (0.0, 1.0), "nonfinite": _at_inf("max(0, x)", _INF, 0.0)},
         "leaky_relu": {"piecewise_linear": True, "params": each(negative_slope=(0.125, 0.25, 0.5, 0.0625)),
                        "derivative": lambda x, p: np.where(x > 0, 1.0, p["negative_slope"]),
@@ -162,7 +176,8 @@ def piecewise_records() -> list[OpRecord]:
                  "nonfinite": _at_inf(celu, _INF, lambda p: -p.get("alpha", 1.0))},
         # Thresholds 20 (default), 1 and 5: inputs fall on both sides of beta * x = threshold.
         # Linear above beta x = threshold, softplus (derivative sigmoid(beta x)) up to it.
-        "softplus": {"params": (param_class(beta=1.0, threshold=20.0), param_class(beta=0.5, threshold=1.0),
+        "softplus": {"autocast": Autocast(ac.function("softplus", ac.M), cuda=AUTOCAST_FLOAT32),
+                     "params": (param_class(beta=1.0, threshold=20.0), param_class(beta=0.5, threshold=1.0),
                                 param_class(beta=2.0, threshold=5.0)),
                      "derivative": lambda x, p: np.where(p["beta"] * x > p["threshold"], 1.0, _sig(p["beta"] * x)),
                      "kink_rule": lambda p, k: 4, "one_sided": lambda p, k: (float(_sig(np.array(p["beta"] * k))), 1.0),

@@ -38,8 +38,9 @@ from typing import Any, Final
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, OpSpec, Params, PlanFn, RefFn, Shape
-from ..records import OpRecord, with_classes
+from ..records import Autocast, OpRecord, with_classes
 from .hints import _hint_image
 
 #: The separation of the pooled values: entries of x + K R differ by >= K - 2 * INPUT_MAX.
@@ -302,4 +303,4 @@ def pooling_records() -> list[OpRecord]:
         {"stride": 2, "padding": 0, "ceil_mode": True, "count_include_pad": True, "divisor_override": None},
         {"stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": True, "divisor_override": 5},
     ],
-    })
+    }, {"max_pool2d": {"autocast": Autocast(ac.call(lambda t, x: ac.functional("max_pool2d")(t)(x[0], 2), ac.IMG2))}})

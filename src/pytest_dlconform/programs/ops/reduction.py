@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, OpSpec, Params, PlanFn, Shape, Template, _amax
-from ..records import TF_API, TORCH_API, OpRecord, StableRef, each, param_class, records
+from ..records import AUTOCAST_FLOAT32, TF_API, TORCH_API, Autocast, OpRecord, StableRef, each, param_class, records
 from .common import (
     ALL,
     DIMS,
@@ -214,13 +215,19 @@ def _lcse_vjp(x: Array, w: Array) -> Array:
     return np.sum(np.triu(np.ones((x.shape[-1],) * 2)) * w[..., None, :] * np.exp(x[..., :, None] - y[..., None, :]), -1)
 
 
+def _along_last(name: str) -> ac.AutocastCall:
+    """F.<name>(x, -1), as torch's autocast check calls it."""
+    return ac.call(lambda t, x: ac.functional(name)(t)(x[0], -1), ac.M)
+
+
 def reduction_records() -> list[OpRecord]:
     """The reductions and ops along an axis; the log-sum-exp family with its documented
     stability and its float64 references on the last axis (x may carry leading sign-pattern
     axes)."""
     inf = math.inf
     return records(_reduction_ops(), {
-        "sum": {"params": DIMS, "linear": True}, "mean": {"params": DIMS, "linear": True},
+        "sum": {"params": DIMS, "linear": True, "autocast": Autocast(ac.method("sum", ac.M), cuda=AUTOCAST_FLOAT32)},
+        "mean": {"params": DIMS, "linear": True},
         "logsumexp": {
             "cancellation": exp_weights_cancellation, "params": DIMS, "stable": True,
             "stable_ref": StableRef({"dims": (-1,), "keepdims": False}, lse, lambda x, w: w[..., :1] * softmax(x)),
@@ -232,10 +239,12 @@ def reduction_records() -> list[OpRecord]:
         "var": {"params": (param_class(dims=LAST, keepdims=False, correction=1),
                            param_class(dims=ALL, keepdims=True, correction=0),
                            param_class(dims=FIRST, keepdims=False, correction=0))},
-        "prod": {"params": (param_class(axis=-1, keepdims=False), param_class(axis=0, keepdims=True))},
+        "prod": {"params": (param_class(axis=-1, keepdims=False), param_class(axis=0, keepdims=True)),
+                 "autocast": Autocast(ac.method("prod", ac.M), cpu=AUTOCAST_FLOAT32, cuda=AUTOCAST_FLOAT32)},
         "norm_c": {"params": each(ord=(2, 4), pad=(1.0, 0.25, 0.5, 2.0))},
         "softmax": {
             "cancellation": exp_weights_cancellation, "params": each(axis=(-1, 0)), "stable": True,
+            "autocast": Autocast(_along_last("softmax"), cuda=AUTOCAST_FLOAT32, aten="softmax.int"),
             "stable_ref": StableRef({"axis": -1}, softmax,
                                     lambda x, w: softmax(x) * (w - np.sum(softmax(x) * w, -1, keepdims=True))),
             "stable_source": f"{TORCH_API}torch.nn.functional.softmax.html: 're-scale them so that the elements lie "
@@ -244,6 +253,7 @@ def reduction_records() -> list[OpRecord]:
             "nonfinite_vectors": (("-inf,0,0", ((-inf, 0.0, 0.0),), (0.0, 0.5, 0.5)),)},
         "log_softmax": {
             "cancellation": exp_weights_cancellation, "params": each(axis=(-1, 0)), "stable": True,
+            "autocast": Autocast(_along_last("log_softmax"), cuda=AUTOCAST_FLOAT32, aten="log_softmax.int"),
             "stable_ref": StableRef({"axis": -1}, lambda x: x - lse(x)[..., None],
                                     lambda x, w: w - softmax(x) * np.sum(w, -1, keepdims=True)),
             "stable_source": f"{TORCH_API}torch.nn.functional.log_softmax.html: 'doing these two operations "
@@ -251,7 +261,7 @@ def reduction_records() -> list[OpRecord]:
                              "formulation to compute the output and gradient correctly'; "
                              f"{TF_API}tf/nn/log_softmax: logits - log(reduce_sum(exp(logits)))",
             "nonfinite_vectors": (("-inf,0,0", ((-inf, 0.0, 0.0),), (-inf, -math.log(2), -math.log(2))),)},
-        "cumsum": {"linear": True,
+        "cumsum": {"linear": True, "autocast": Autocast(ac.call(lambda t, x: t.cumsum(x[0], 0), ac.M), cuda=AUTOCAST_FLOAT32),
                    "params": tuple(param_class(exclusive=e, reverse=r) for e in (False, True) for r in (False, True))},
         "logcumsumexp": {
             "cancellation": exp_weights_cancellation, "params": each(reverse=(False, True)), "stable": True,

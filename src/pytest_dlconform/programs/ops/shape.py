@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from .. import autocast as ac
 from ..core import Array, Draw, OpSpec, Params, PlanFn, Shape, Template
-from ..records import OpRecord, each, param_class, records
+from ..records import AUTOCAST_PROMOTE, Autocast, OpRecord, each, param_class, records
 from .common import _any, _axes_extra, _draw_axis, _draw_dims, _lst, _rank_at_least, _unary
 
 
@@ -145,5 +146,7 @@ def shape_records() -> list[OpRecord]:
     """The data-movement ops (all linear); gather's repeated indices make its gradient accumulate."""
     classes = {"slice": each(step=(1, 2, 3)), "gather": (param_class(), param_class(indices=(0, 0)))}
     specs = _shape_ops()
-    return records(specs, {s.name: {"linear": True, **({"params": classes[s.name]} if s.name in classes else {})}
+    autocast = {"stack": Autocast(ac.call(lambda t, x: t.stack(x), ac.M, ac.M), cpu=AUTOCAST_PROMOTE)}
+    return records(specs, {s.name: {"linear": True, **({"params": classes[s.name]} if s.name in classes else {}),
+                                    **({"autocast": autocast[s.name]} if s.name in autocast else {})}
                            for s in specs})
