@@ -11,7 +11,8 @@ their parameters, reductions, linear algebra, contractions), inputs from its reg
 * float64 results of another run (layout, framework) within a float64 round-off bound.
 
 Every op is in every property. The ops of :data:`OWN_IDS` (each with a known divergence on
-some stack, pinned in known_divergences.toml) get test ids of their own, ``[...-with-OP]``,
+some stack, pinned in known_divergences.toml; their records' ``own_program_ids`` say which)
+get test ids of their own, ``[...-with-OP]``,
 where every program starts with that op and composes it with the others; the general ids
 (``[...-general]``) draw programs of the other ops. A pin then names only that op's ids,
 and a failure of any other op in the same property stays a failure. Both run on every stack.
@@ -36,6 +37,7 @@ from pytest_dlconform.api import (
 )
 from pytest_dlconform.api.programs import (
     LAYOUTS,
+    OWN_ID_OPS,
     ProgramCase,
     gradient_error_bound,
     op_names,
@@ -44,9 +46,10 @@ from pytest_dlconform.api.programs import (
 from pytest_dlconform.api.tracing import assert_within
 
 #: Ops a known divergence (on some stack) makes fail wherever they appear: each gets ids of
-#: its own in every property (torch hardsigmoid's float64 backward, torch logcumsumexp's JVP,
-#: TensorFlow softsign's forward mode: docs/findings.md), so that a pin names only them.
-OWN_IDS = ("hardsigmoid", "logcumsumexp", "softsign")
+#: its own in every property, so that a pin names only them (the op records'
+#: ``own_program_ids``: torch hardsigmoid's float64 backward, torch logcumsumexp's JVP,
+#: TensorFlow softsign's forward mode; docs/findings.md).
+OWN_IDS = OWN_ID_OPS
 GENERAL = "general"
 GROUPS = [GENERAL, *(f"with-{op}" for op in OWN_IDS)]
 OWN_ID_EXAMPLES = 5  # ci examples of an op's own ids: one op to explore, composed with the rest

@@ -159,6 +159,9 @@ class OpRecord:
     ``dtype_exclusions``: floating dtypes a framework's documentation excludes, quoted;
     ``autocast``: its line in torch's Autocast Op Reference (None: the autocast suite does
     not call it); ``graph``: its node names in traced graphs (None: no tracing suite counts it).
+    ``own_program_ids``: why the generated-programs suite gives the programs that contain the
+    op test ids of their own (a known divergence on some stack fails every program with it,
+    and its pin must name only those ids); empty: the op is drawn with the others.
     """
 
     spec: OpSpec
@@ -182,6 +185,7 @@ class OpRecord:
     dtype_exclusions: tuple[DtypeExclusion, ...] = ()
     autocast: Autocast | None = None
     graph: GraphNames | None = None
+    own_program_ids: str = ""
 
     @property
     def name(self) -> str:

@@ -39,7 +39,7 @@ from .pooling import pooling_records
 from .reduction import reduction_records
 from .shape import shape_records
 
-__all__ = ["OPS", "PIECEWISE_LINEAR", "RECORDS", "excluded_dtypes", "op_names"]
+__all__ = ["OPS", "OWN_ID_OPS", "PIECEWISE_LINEAR", "RECORDS", "excluded_dtypes", "op_names"]
 
 
 def _hinted(records: list[OpRecord]) -> list[OpRecord]:
@@ -69,6 +69,8 @@ RECORDS: dict[str, OpRecord] = {
 }
 #: The ops that are linear between their kinks: their second derivative is zero away from them.
 PIECEWISE_LINEAR: frozenset[str] = frozenset(name for name, r in RECORDS.items() if r.piecewise_linear)
+#: The ops whose composed programs get test ids of their own (their records say why).
+OWN_ID_OPS: tuple[str, ...] = tuple(name for name, r in RECORDS.items() if r.own_program_ids)
 #: Every op's spec (how it is generated, rendered and referenced), by name.
 OPS: dict[str, OpSpec] = {name: r.spec for name, r in RECORDS.items()}
 

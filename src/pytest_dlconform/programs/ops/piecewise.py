@@ -188,7 +188,8 @@ def piecewise_records() -> list[OpRecord]:
         # torch's softsign is input / (input.abs() + 1), differentiated op by op: the tangent
         # rule sums terms of these sizes, which cancel (1 / (1 + |x|) - |x| / (1 + |x|)**2).
         "softsign": {"derivative": lambda x, p: 1 / (1 + np.abs(x)) ** 2, "tangent_terms": lambda x: 2 / (1 + np.abs(x)),
-                     "kink_rule": lambda p, k: 1, "one_sided": lambda p, k: (1.0, 1.0)},
+                     "kink_rule": lambda p, k: 1, "one_sided": lambda p, k: (1.0, 1.0),
+                     "own_program_ids": "TensorFlow's forward mode through tf.nn.softsign (docs/findings.md)"},
         "hardtanh": {"piecewise_linear": True,
                      "params": (param_class(min_val=-1.0, max_val=1.0), param_class(min_val=-2.0, max_val=0.5),
                                 param_class(min_val=-0.5, max_val=2.0)),
@@ -198,7 +199,8 @@ def piecewise_records() -> list[OpRecord]:
         "relu6": {"piecewise_linear": True, "derivative": lambda x, p: np.where((x > 0) & (x < 6), 1.0, 0.0),
                   "kink_rule": _clip_rule(lambda p: 0.0), "one_sided": _clip_sides(lambda p: 0.0, 1.0),
                   "nonfinite": _at_inf("min(max(0, x), 6)", 6.0, 0.0)},
-        "hardsigmoid": {"piecewise_linear": True, "derivative": lambda x, p: np.where((x > -3) & (x < 3), 1 / 6, 0.0),
+        "hardsigmoid": {"own_program_ids": "torch's float64 backward of F.hardsigmoid (docs/findings.md)",
+                        "piecewise_linear": True, "derivative": lambda x, p: np.where((x > -3) & (x < 3), 1 / 6, 0.0),
                         "kink_rule": _clip_rule(lambda p: -3.0), "one_sided": _clip_sides(lambda p: -3.0, 1 / 6),
                         "nonfinite": lambda p: [(_INF, 1.0, BOTH, f"{IEEE_FORMULA}: 1 if x >= 3"),
                                                 (-_INF, 0.0, BOTH, f"{IEEE_FORMULA}: 0 if x <= -3")]},

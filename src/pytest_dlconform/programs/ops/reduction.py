@@ -264,6 +264,7 @@ def reduction_records() -> list[OpRecord]:
         "cumsum": {"linear": True, "autocast": Autocast(ac.call(lambda t, x: t.cumsum(x[0], 0), ac.M), cuda=AUTOCAST_FLOAT32),
                    "params": tuple(param_class(exclusive=e, reverse=r) for e in (False, True) for r in (False, True))},
         "logcumsumexp": {
+            "own_program_ids": "torch's forward-mode JVP of torch.logcumsumexp (docs/findings.md)",
             "cancellation": exp_weights_cancellation, "params": each(reverse=(False, True)), "stable": True,
             "stable_ref": StableRef({"axis": -1, "reverse": False}, lambda x: np.logaddexp.accumulate(x, axis=-1),
                                     _lcse_vjp),
