@@ -20,6 +20,7 @@ import pytest
 from pytest_dlconform.checks import roundtrip as rt
 from pytest_dlconform.checks import tfjs
 from pytest_dlconform.frameworks import HarnessError
+from pytest_dlconform.programs import Op, Program
 
 SPEC = rt.ModelSpec(5, (rt.Layer("dense", 7, "relu"), rt.Layer("batchnorm"), rt.Layer("dense", 4, "elu"),
                         rt.Layer("layernorm"), rt.Layer("dense", 3, "sigmoid")), "float32", 21)
@@ -201,3 +202,81 @@ def test_what_tfjs_refuses_is_reported_per_model(converted, tmp_path):
     (folder / "model.json").write_text(json.dumps(doc))
     got, _ = tfjs.run_node([("m", folder, "layers-model", "x", converted["inputs"])], tmp_path / "node", timeout=TIMEOUT)
     assert got["m"].error is not None and "NoSuchLayer" in got["m"].error, got["m"].error
+
+
+# ------------------------------------------------------------------ one-op programs of the op library
+
+
+def _library_run(tmp_path: Path, saved_program: Any, inputs: list[np.ndarray]) -> tfjs.NodeModel:
+    """``saved_program`` saved and converted as the suite does, run in TF.js on ``inputs``."""
+    import tensorflow as tf
+
+    tfjs.save_program(tf, saved_program, tmp_path / "sm")
+    tfjs.convert(["--input_format=tf_saved_model", "--output_format=tfjs_graph_model",
+                  str(tmp_path / "sm"), str(tmp_path / "g")])
+    got, _ = tfjs.run_node([("p", tmp_path / "g", "graph-model", "x", [tfjs.pack_inputs(inputs)])],
+                           tmp_path / "node", timeout=TIMEOUT)
+    assert got["p"].error is None, got["p"].error
+    return got["p"]
+
+
+# x - y with a broadcast second input: the packing (split, reshape) must keep the order
+_SUB = Program(((3, 4), (4,)), (Op("sub", (), (0, 1)),))
+_INPUTS = [np.arange(12.0).reshape(3, 4) / 8 - 0.7, np.array([0.25, -1.5, 2.0, 0.125])]
+
+
+@needs_tfjs
+def test_library_program_converts_packed_and_holds(tmp_path):
+    result = _library_run(tmp_path, _SUB, _INPUTS)
+    tfjs.assert_program_output(result.outputs[0], _SUB, _INPUTS, what="sub")
+
+
+@needs_tfjs
+@pytest.mark.parametrize("wrong", [
+    Program(((3, 4), (4,)), (Op("add", (), (0, 1)),)),  # another op
+    Program(((4,), (3, 4)), (Op("sub", (), (0, 1)),)),  # the packed inputs taken in the wrong order
+])
+def test_library_program_wrong_model_fails_against_the_reference(tmp_path, wrong):
+    inputs = _INPUTS if wrong.input_shapes == _SUB.input_shapes else _INPUTS[::-1]
+    result = _library_run(tmp_path, wrong, inputs)
+    with pytest.raises(AssertionError, match=r"sub vs float64 reference: max\|actual - expected\| = .* but should be <="):
+        tfjs.assert_program_output(result.outputs[0], _SUB, _INPUTS, what="sub")
+
+
+def test_library_program_output_of_another_size_fails():
+    with pytest.raises(tfjs.TfjsMismatch, match=r"sub: output of 4 values, but should have 12 \(shape \(3, 4\)\)"):
+        tfjs.assert_program_output({"y": np.zeros(4)}, _SUB, _INPUTS, what="sub")
+    with pytest.raises(tfjs.TfjsMismatch, match=r"sub: the model has no output 'y'"):
+        tfjs.assert_program_output({"z": np.zeros(12)}, _SUB, _INPUTS, what="sub")
+
+
+def test_library_program_bound_rejects_zeros_a_nan_and_a_sign_flip():
+    reference = _SUB.numpy(_INPUTS)
+    for wrong in (np.zeros_like(reference), np.where(np.arange(12).reshape(3, 4) == 5, np.nan, reference), -reference):
+        with pytest.raises(AssertionError, match="sub vs float64 reference"):
+            tfjs.assert_program_output({"y": wrong}, _SUB, _INPUTS, what="sub")
+    tfjs.assert_program_output({"y": reference.astype(np.float32)}, _SUB, _INPUTS, what="sub")
+
+
+def test_a_tensor_without_a_size_is_the_models_error_not_a_crash(tmp_path, monkeypatch):
+    """@tensorflow/tfjs 4.22's cumprod with axis -1 returns shape [NaN, 2] (JSON [null, 2])
+    and no data: the runner's result is parsed into that model's error, which the suites
+    report as TfjsMismatch, instead of a TypeError in the harness."""
+    doc = {"tfjs": "4.22.0", "backend": "cpu", "models": [
+        {"id": "bad", "outputs": [[{"name": "y", "dtype": "float32", "shape": [None, 2], "data": ""}]], "weights": []},
+        {"id": "short", "outputs": [[{"name": "y", "dtype": "float32", "shape": [2], "data": "AACAPw=="}]], "weights": []},
+        {"id": "good", "outputs": [[{"name": "y", "dtype": "float32", "shape": [1], "data": "AACAPw=="}]], "weights": []},
+    ]}
+
+    class Done:
+        returncode = 0
+
+        def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+            (tmp_path / "node" / "tfjs-result.json").write_text(json.dumps(doc))
+            return "", ""
+
+    monkeypatch.setattr(tfjs.subprocess, "Popen", lambda *a, **k: Done())
+    got, _ = tfjs.run_node([], tmp_path / "node", timeout=TIMEOUT)
+    assert got["bad"].error == "it returned output 'y' with shape [None, 2] (an axis without a size), not a tensor"
+    assert got["short"].error == "it returned output 'y' of shape [2] with data of another size"
+    assert got["good"].error is None and got["good"].outputs[0]["y"].tolist() == [1.0]

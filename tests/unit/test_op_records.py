@@ -1,12 +1,15 @@
 """Every op's facts live in its record (programs/ops/<family>.py), and the records are whole.
 
 The samples, edge cases, derivatives and cancellation terms are views over
-``programs.ops.RECORDS``. Two checks keep it so:
+``programs.ops.RECORDS``, and so are the tables other suites read (documented dtypes,
+autocast lines, graph names, own program ids, the TF.js converter's library ops). Two
+checks keep it so:
 
 - no second op table: outside the family modules, no literal (a dict's keys, a tuple, list
-  or set) names three or more of the library's ops (activation identifiers aside), anywhere in src/ or suites/ (parsed
-  with ``ast``, nothing imported but the records), unless it is in KNOWN_TABLES with the
-  reason it is not a view yet; that list only shrinks;
+  or set, its entries' first strings and calls' first arguments) names three or more of the
+  library's ops (activation identifiers aside), anywhere in src/ or suites/ (parsed with
+  ``ast``, nothing imported but the records), unless it is in KNOWN_TABLES with the reason it
+  is not a view yet; that list is empty and only shrinks;
 - each record carries the fields the views that visit it read (the rules below say which).
 """
 
@@ -33,12 +36,9 @@ MIN_NAMES = 3
 #: model (roundtrip, cross-framework, distributed cases), not library ops, so they do not count.
 ACTIVATIONS = frozenset({"linear", "relu", "tanh", "sigmoid", "gelu", "elu", "selu", "softplus", "leaky_relu"})
 
-#: Literals that name library ops outside the records today, (file, enclosing name) -> why.
-#: Most are keyed by torch or TensorFlow API functions of their own suites (most of them not
-#: library ops), so a view over the records does not cover them yet.
-KNOWN_TABLES: dict[tuple[str, str], str] = {
-    ("suites/export/test_tfjs.py", "OPS"): "tf.functions the TensorFlow.js converter is tried on",
-}
+#: Literals that name library ops outside the records today, (file, enclosing name) -> why
+#: (none: every former table is a view over the records).
+KNOWN_TABLES: dict[tuple[str, str], str] = {}
 
 
 def _files() -> Iterator[Path]:

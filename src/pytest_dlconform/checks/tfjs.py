@@ -44,8 +44,10 @@ import numpy as np
 
 from ..core import evidence
 from ..frameworks import HarnessError
+from ..programs.errors import low_precision_error_bound
 from . import roundtrip as rt
 from .numerics import accepted_wrong_answers, difference
+from .tracing.common import assert_within
 
 TFJS_VERSION = "4.22.0"
 ENV_HINT = "tox -e tfjs"
@@ -142,6 +144,20 @@ def _b64(x: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(x, dtype="<f4").tobytes()).decode("ascii")
 
 
+def _malformed(model: Mapping[str, Any]) -> str | None:
+    """What is wrong with a tensor TF.js returned that is not a tensor: an axis without a size
+    (JSON null: NaN or undefined in JavaScript), or a byte count that does not match the shape."""
+    for kind, entries in (("output", [o for per_input in model.get("outputs", []) for o in per_input]),
+                          ("weight", model.get("weights", []))):
+        for e in entries:
+            shape = e.get("shape")
+            if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+                return f"it returned {kind} {e.get('name')!r} with shape {shape} (an axis without a size), not a tensor"
+            if len(base64.b64decode(e.get("data", ""))) != 4 * math.prod(shape):
+                return f"it returned {kind} {e.get('name')!r} of shape {shape} with data of another size"
+    return None
+
+
 def _array(entry: Mapping[str, Any]) -> np.ndarray:
     return np.frombuffer(base64.b64decode(entry["data"]), dtype="<f4").reshape(entry["shape"]).astype(np.float32)
 
@@ -176,9 +192,10 @@ def run_node(models: Iterable[tuple[str, Path, str, str, list[np.ndarray]]], wor
                            f"stderr: {_tail(err)}") from None
     out = {}
     for m in doc["models"]:
-        outputs = [{o["name"]: _array(o) for o in per_input} for per_input in m.get("outputs", [])]
-        weights = {w["name"]: _array(w) for w in m.get("weights", [])}
-        out[m["id"]] = NodeModel(m["id"], outputs, weights, m.get("error"), m.get("load_ms", 0), m.get("predict_ms", 0))
+        error = m.get("error") or _malformed(m)
+        outputs = [] if error else [{o["name"]: _array(o) for o in per_input} for per_input in m.get("outputs", [])]
+        weights = {} if error else {w["name"]: _array(w) for w in m.get("weights", [])}
+        out[m["id"]] = NodeModel(m["id"], outputs, weights, error, m.get("load_ms", 0), m.get("predict_ms", 0))
     info = {"tfjs": doc.get("tfjs"), "backend": doc.get("backend"), "node_s": round(time.perf_counter() - t0, 3)}
     return out, info
 
@@ -338,3 +355,48 @@ def parameter_bounds(spec: rt.ModelSpec, quantisation: str) -> list[dict[str, np
     for p in rt.parameters(spec):
         out.append({k: weight_bound(v.astype(np.float32), quantisation) for k, v in p.items() if k != "count"})
     return out
+
+
+# ------------------------------------------------------------------ one-op programs of the op library
+
+
+def pack_inputs(inputs: Iterable[np.ndarray]) -> np.ndarray:
+    """A program's inputs as the one float32 vector ``x`` of :func:`save_program`'s model."""
+    return np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in inputs]).astype(np.float32)
+
+
+def save_program(tf: Any, program: Any, folder: str | os.PathLike[str]) -> Any:
+    """A SavedModel whose serving_default is ``{"y": program(xs)}`` in float32, ``xs`` packed
+    into one float32 vector ``x`` (:func:`pack_inputs`) and split and reshaped inside (the
+    TF.js runner feeds one named input per model). Returns the saved ``tf.Module``."""
+    shapes = list(program.input_shapes)
+    sizes = [int(np.prod(shape, dtype=int)) for shape in shapes]
+    fn = program.build("tensorflow", "float32")
+
+    def packed(x: Any) -> dict[str, Any]:
+        parts = tf.split(x, sizes) if len(sizes) > 1 else [x]
+        return {"y": fn([tf.reshape(part, shape) for part, shape in zip(parts, shapes)])}
+
+    mod = tf.Module()
+    mod.f = tf.function(packed, input_signature=[tf.TensorSpec([sum(sizes)], tf.float32, name="x")])
+    tf.saved_model.save(mod, str(folder), signatures={"serving_default": mod.f})
+    return mod
+
+
+def assert_program_output(outputs: Mapping[str, np.ndarray], program: Any, inputs: list[np.ndarray], *,
+                          what: str) -> None:
+    """TF.js's ``y`` for a one-op program against the float64 reference at the same inputs
+    (values of float32), within the program's float32 error bound (one conforming float32
+    evaluation: ``programs.errors.low_precision_error_bound``); a bound that accepts a
+    canonical wrong answer is recorded as inconclusive."""
+    __tracebackhide__ = True
+    reference = program.numpy(inputs)
+    if "y" not in outputs:
+        raise TfjsMismatch(f"{what}: the model has no output 'y' (outputs: {sorted(outputs)})")
+    got = np.asarray(outputs["y"], dtype=np.float64)
+    if got.size != np.size(reference):
+        raise TfjsMismatch(f"{what}: output of {got.size} values, but should have {np.size(reference)} "
+                           f"(shape {np.shape(reference)})")
+    bound = low_precision_error_bound(program, inputs, "float32")
+    assert_within(got.reshape(np.shape(reference)), reference, bound, what=f"{what} vs float64 reference",
+                  dtype="float32")
