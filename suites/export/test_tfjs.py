@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from pytest_dlconform.api import evidence, not_applicable, tfjs
 from pytest_dlconform.api import roundtrip as rt
-from pytest_dlconform.api.programs import ProgramCase, Sample, op_names, sample_cases, samples
+from pytest_dlconform.api.programs import ProgramCase, Sample, documented_limit, op_names, sample_cases, samples
 
 BATCHES = st.lists(st.integers(1, 6), min_size=1, max_size=3)
 SEEDS = st.integers(0, 2**32 - 1)
@@ -328,8 +328,10 @@ def test_library_op_converts_and_predicts(tf, tmp_path, dl_settings, dl_device, 
     (the program's inputs packed into one float32 vector ``x``, split and reshaped inside:
     ``tfjs.save_program``): converted to a graph model, run in TF.js, and within the float32
     error bound of the float64 reference at the same float32 inputs
-    (``tfjs.assert_program_output``); or the converter refuses it, naming the TensorFlow op
-    (not applicable for the op, after every converted class is checked)."""
+    (``tfjs.assert_program_output``); or the converter refuses it, naming the TensorFlow op,
+    or TF.js's documentation excludes the drawn parameters (the record's
+    ``documented_limits``, quoted): not applicable for the op, after every other class is
+    checked."""
     _ready(tf)
     classes = list(dict.fromkeys(s.params for s in samples(op)))
     batch = Batch(tmp_path / "node", dl_settings.timeout)
@@ -338,6 +340,10 @@ def test_library_op_converts_and_predicts(tf, tmp_path, dl_settings, dl_device, 
 
     def add(k: int, case: ProgramCase) -> None:
         label = classes[k].label
+        limit = documented_limit("tfjs", op, case.program.ops[0].kwargs)
+        if limit is not None:  # TF.js documents these parameters as unsupported: nothing to check
+            refused[label] = f"TF.js documents it as unsupported ({limit})"
+            return
         saved, folder = tmp_path / f"sm{k}", tmp_path / f"graph{k}"
         tfjs.save_program(tf, case.program, saved)
         try:
@@ -368,8 +374,9 @@ def test_library_op_converts_and_predicts(tf, tmp_path, dl_settings, dl_device, 
     if refused:
         reasons = "; ".join(f"{why} (classes {', '.join(c for c, w in refused.items() if w == why)})"
                             for why in dict.fromkeys(refused.values()))
-        not_applicable(f"the TensorFlow.js converter refuses {op} in {len(refused)} of {len(classes)} parameter "
-                       f"classes: {reasons}; the other {len(checked)} converted and predicted within the float32 bound")
+        not_applicable(f"the TensorFlow.js converter refuses {op}, or TF.js documents it as unsupported, in "
+                       f"{len(refused)} of {len(classes)} parameter classes: {reasons}; the other {len(checked)} "
+                       "converted and predicted within the float32 bound")
     evidence.covers("tf.function")
 
 

@@ -25,7 +25,7 @@ import pytest
 from pytest_dlconform.programs import edges as E
 from pytest_dlconform.programs import samples as S
 from pytest_dlconform.programs.ops import OPS, RECORDS
-from pytest_dlconform.programs.records import Autocast, DtypeExclusion, GraphNames, OpRecord
+from pytest_dlconform.programs.records import Autocast, DocumentedLimit, DtypeExclusion, GraphNames, OpRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "pytest_dlconform"
@@ -197,6 +197,10 @@ def problems(r: OpRecord) -> list[str]:
     # and the reason names the finding
     if r.own_program_ids and (not spec.composable or "docs/findings.md" not in r.own_program_ids):
         out.append(f"{name}: ids of its own without composed programs or a finding")
+    # a runtime's documented limit names the runtime and quotes its documentation
+    for limit in r.documented_limits:
+        if limit.runtime not in ("tfjs",) or "'" not in limit.source:
+            out.append(f"{name}: a documented limit without a known runtime or a quoted sentence")
     labels = [c.label for c in r.params]
     if len(labels) != len(set(labels)):
         out.append(f"{name}: a parameter class twice")
@@ -229,6 +233,7 @@ def test_each_record_has_what_its_modes_need(name: str) -> None:
     ("prod", {"autocast": Autocast(RECORDS["sum"].autocast.call, cpu="float64")}),
     ("sin", {"derivative": None, "graph": GraphNames("Sin", "SinBackward0")}),
     ("softsign", {"own_program_ids": "a bug"}),
+    ("einsum", {"documented_limits": (DocumentedLimit("tfjs", lambda p: True, "js.tensorflow.org: no quote"),)}),
 ])
 def test_an_incomplete_record_is_found(name: str, change: dict[str, object]) -> None:
     assert problems(replace(RECORDS[name], **change))  # type: ignore[arg-type]
@@ -239,3 +244,15 @@ def test_every_compiled_and_low_precision_mode_has_its_dtypes() -> None:
         for mode, dtypes in modes.items():
             assert dtypes, (framework, mode)
     assert S.LOW_PRECISION_DTYPES
+
+
+@pytest.mark.parametrize(("equation", "limited"), [("aa->", True), ("abb->a", True), ("ab->ba", False), ("abc->", False)])
+def test_tfjs_einsum_limit_applies_to_a_repeated_index_only(equation: str, limited: bool) -> None:
+    """TF.js's tf.einsum documents duplicate axes in one operand as unsupported; nothing else."""
+    from pytest_dlconform.programs.ops import documented_limit
+
+    source = documented_limit("tfjs", "einsum", {"equation": equation})
+    assert (source is not None) == limited, (equation, source)
+    if limited:
+        assert "Does not support duplicate axes" in source  # type: ignore[operator]
+    assert documented_limit("tfjs", "einsum2", {"equation": "aa,b->"}) is None  # no record limit there

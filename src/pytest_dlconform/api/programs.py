@@ -19,7 +19,7 @@ from ..programs import (
 )
 from ..programs.core import INPUT_MAX
 from ..programs.errors import LINEAR_OPS, gradient_error_bound, low_precision_error_bound
-from ..programs.ops import OWN_ID_OPS, PIECEWISE_LINEAR, excluded_dtypes
+from ..programs.ops import OWN_ID_OPS, PIECEWISE_LINEAR, documented_limit, excluded_dtypes
 from ..programs.ops.normalization import NORM_OPS, min_variance
 from ..programs.samples import (
     COMPILED_MODES,
@@ -53,6 +53,7 @@ __all__ = [
     "Sample",
     "class_cases",
     "coverage_key",
+    "documented_limit",
     "edges",
     "excluded_dtypes",
     "gradient_error_bound",

@@ -125,6 +125,17 @@ class Autocast:
 
 
 @dataclass(frozen=True)
+class DocumentedLimit:
+    """Parameter values a runtime's documentation of the op's function says it does not
+    support (``applies(params)``), and where it says so (the page and the quoted sentence):
+    a sample there is "not applicable" on that runtime, never a pass."""
+
+    runtime: str
+    applies: Callable[[Params], bool] = field(compare=False)
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class GraphNames:
     """The op's nodes in a traced graph, for 2-D operands: TensorFlow's op type in a
     GraphDef and the class of torch's autograd node for its backward."""
@@ -162,6 +173,7 @@ class OpRecord:
     ``own_program_ids``: why the generated-programs suite gives the programs that contain the
     op test ids of their own (a known divergence on some stack fails every program with it,
     and its pin must name only those ids); empty: the op is drawn with the others.
+    ``documented_limits``: parameter values a runtime (TF.js) documents as unsupported, quoted.
     """
 
     spec: OpSpec
@@ -186,6 +198,7 @@ class OpRecord:
     autocast: Autocast | None = None
     graph: GraphNames | None = None
     own_program_ids: str = ""
+    documented_limits: tuple[DocumentedLimit, ...] = ()
 
     @property
     def name(self) -> str:
@@ -193,6 +206,13 @@ class OpRecord:
 
     def magnitude_class(self, p: Params) -> str:
         return self.magnitude(p) if callable(self.magnitude) else self.magnitude
+
+    def documented_limit(self, runtime: str, params: Params) -> str | None:
+        """The quoted sentence of ``runtime``'s documentation that excludes ``params``, or None."""
+        for limit in self.documented_limits:
+            if limit.runtime == runtime and limit.applies(params):
+                return limit.source
+        return None
 
     def excluded_dtypes(self, framework: str) -> tuple[tuple[str, ...], str] | None:
         """(dtypes, source) the framework's documentation excludes for this op, or None."""

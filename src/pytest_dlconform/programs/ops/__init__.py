@@ -16,8 +16,9 @@ its family, knowing that it changes the draws after it.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import replace
+from typing import Any
 
 from ..core import OpSpec
 from ..records import OpRecord
@@ -39,7 +40,7 @@ from .pooling import pooling_records
 from .reduction import reduction_records
 from .shape import shape_records
 
-__all__ = ["OPS", "OWN_ID_OPS", "PIECEWISE_LINEAR", "RECORDS", "excluded_dtypes", "op_names"]
+__all__ = ["OPS", "OWN_ID_OPS", "PIECEWISE_LINEAR", "RECORDS", "documented_limit", "excluded_dtypes", "op_names"]
 
 
 def _hinted(records: list[OpRecord]) -> list[OpRecord]:
@@ -79,3 +80,9 @@ def excluded_dtypes(framework: str, op: str) -> tuple[tuple[str, ...], str]:
     """The floating dtypes the framework's documentation excludes for the op's function and
     the quoted sentence (the record's ``dtype_exclusions``); ``((), "")`` where none."""
     return RECORDS[op].excluded_dtypes(framework) or ((), "")
+
+
+def documented_limit(runtime: str, op: str, params: Mapping[str, Any]) -> str | None:
+    """The quoted sentence of ``runtime``'s documentation that excludes the op at ``params``
+    (the record's ``documented_limits``), or None where it documents no limit there."""
+    return RECORDS[op].documented_limit(runtime, params)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from .. import autocast as ac
 from ..core import Array, Draw, LipFn, OpSpec, Params, Shape, _amax
-from ..records import AUTOCAST_LOWER, Autocast, GraphNames, OpRecord, each, param_class, records
+from ..records import AUTOCAST_LOWER, Autocast, DocumentedLimit, GraphNames, OpRecord, each, param_class, records
 from .common import _broadcastable, _rank_at_least
 
 _LETTERS: Final = "abcdefghij"
@@ -150,6 +150,18 @@ def _contraction_ops() -> list[OpSpec]:
     ]
 
 
+def _repeated_index(p: Params) -> bool:
+    """An operand of the equation names one index twice (a diagonal or a trace)."""
+    return any(len(set(term)) < len(term) for term in p["equation"].split("->")[0].split(","))
+
+
+#: TF.js's tf.einsum (what the converter maps TensorFlow's Einsum to) documents the limitation.
+_TFJS_EINSUM_LIMIT = DocumentedLimit(
+    "tfjs", _repeated_index,
+    "https://js.tensorflow.org/api/latest/#einsum: 'Does not support duplicate axes for any given input tensor. "
+    "E.g., equation 'ii->' is not supported.'")
+
+
 def contraction_records() -> list[OpRecord]:
     """The contractions: matmul with each transpose, linear with and without bias."""
     return records(_contraction_ops(), {
@@ -159,5 +171,5 @@ def contraction_records() -> list[OpRecord]:
         "linear": {"params": each(bias=(False, True)), "linear": True,
                    "autocast": Autocast(ac.function("linear", ac.M, ac.M, ac.V), cpu=AUTOCAST_LOWER,
                                         cuda=AUTOCAST_LOWER)},
-        "einsum": {"linear": True}, "tensordot": {"linear": True},
+        "einsum": {"linear": True, "documented_limits": (_TFJS_EINSUM_LIMIT,)}, "tensordot": {"linear": True},
     })
