@@ -294,14 +294,6 @@ def test_graph_model_with_fused_tanh(tf, tmp_path, dl_settings, dl_device):
 # --------------------------------------------------------------------------- tf.functions, op by op
 
 
-def _one_op_module(tf: Any, fn: Callable[[Any], Any], folder: Path) -> Any:
-    """A SavedModel whose serving_default is ``{"y": fn(x)}`` on a float32 batch ``x`` of rows of 6."""
-    mod = tf.Module()
-    mod.f = tf.function(lambda x: {"y": fn(x)}, input_signature=[tf.TensorSpec([None, 6], tf.float32, name="x")])
-    tf.saved_model.save(mod, str(folder), signatures={"serving_default": mod.f})
-    return mod
-
-
 def _convert_graph(saved: Path, folder: Path) -> float:
     return tfjs.convert(["--input_format=tf_saved_model", "--output_format=tfjs_graph_model", str(saved), str(folder)])
 
@@ -403,7 +395,7 @@ def test_tf_function_op_converts_and_predicts(tf, tmp_path, dl_settings, dl_devi
     from pytest_dlconform.api import combined, tolerance
 
     fn, lo, hi, ops, red = TF_FUNCTIONS[op]
-    mod = _one_op_module(tf, lambda x: fn(tf, x), tmp_path / "sm")
+    mod = tfjs.save_function(tf, lambda x: fn(tf, x), [None, 6], tmp_path / "sm")
     folder = tmp_path / "graph"
     try:
         seconds = _convert_graph(tmp_path / "sm", folder)

@@ -19,6 +19,7 @@ from ..checks.tfjs import (
     propagated_bound,
     read_manifest,
     run_node,
+    save_function,
     save_program,
     unavailable,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "propagated_bound",
     "read_manifest",
     "run_node",
+    "save_function",
     "save_program",
     "unavailable",
 ]

@@ -144,22 +144,20 @@ def _b64(x: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(x, dtype="<f4").tobytes()).decode("ascii")
 
 
-def _malformed(model: Mapping[str, Any]) -> str | None:
-    """What is wrong with a tensor TF.js returned that is not a tensor: an axis without a size
-    (JSON null: NaN or undefined in JavaScript), or a byte count that does not match the shape."""
-    for kind, entries in (("output", [o for per_input in model.get("outputs", []) for o in per_input]),
-                          ("weight", model.get("weights", []))):
-        for e in entries:
-            shape = e.get("shape")
-            if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
-                return f"it returned {kind} {e.get('name')!r} with shape {shape} (an axis without a size), not a tensor"
-            if len(base64.b64decode(e.get("data", ""))) != 4 * math.prod(shape):
-                return f"it returned {kind} {e.get('name')!r} of shape {shape} with data of another size"
-    return None
+class _NotATensor(ValueError):
+    """What the runner returned for a tensor is not one (the model's error, not the harness's)."""
 
 
-def _array(entry: Mapping[str, Any]) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(entry["data"]), dtype="<f4").reshape(entry["shape"]).astype(np.float32)
+def _array(entry: Mapping[str, Any], kind: str) -> np.ndarray:
+    """A float32 tensor from the runner's JSON; :class:`_NotATensor` for an axis without a
+    size (JSON null: NaN or undefined in JavaScript) or data of another size than the shape's."""
+    shape, name = entry.get("shape"), entry.get("name")
+    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise _NotATensor(f"it returned {kind} {name!r} with shape {shape} (an axis without a size), not a tensor")
+    data = base64.b64decode(entry.get("data", ""))
+    if len(data) != 4 * math.prod(shape):
+        raise _NotATensor(f"it returned {kind} {name!r} of shape {shape} with data of another size")
+    return np.frombuffer(data, dtype="<f4").reshape(shape).astype(np.float32)
 
 
 def run_node(models: Iterable[tuple[str, Path, str, str, list[np.ndarray]]], workdir: Path, *,
@@ -192,9 +190,12 @@ def run_node(models: Iterable[tuple[str, Path, str, str, list[np.ndarray]]], wor
                            f"stderr: {_tail(err)}") from None
     out = {}
     for m in doc["models"]:
-        error = m.get("error") or _malformed(m)
-        outputs = [] if error else [{o["name"]: _array(o) for o in per_input} for per_input in m.get("outputs", [])]
-        weights = {} if error else {w["name"]: _array(w) for w in m.get("weights", [])}
+        error = m.get("error")
+        try:
+            outputs = [{o["name"]: _array(o, "output") for o in per_input} for per_input in m.get("outputs", [])]
+            weights = {w["name"]: _array(w, "weight") for w in m.get("weights", [])}
+        except _NotATensor as exc:
+            error, outputs, weights = error or str(exc), [], {}
         out[m["id"]] = NodeModel(m["id"], outputs, weights, error, m.get("load_ms", 0), m.get("predict_ms", 0))
     info = {"tfjs": doc.get("tfjs"), "backend": doc.get("backend"), "node_s": round(time.perf_counter() - t0, 3)}
     return out, info
@@ -365,22 +366,28 @@ def pack_inputs(inputs: Iterable[np.ndarray]) -> np.ndarray:
     return np.concatenate([np.asarray(x, dtype=np.float64).reshape(-1) for x in inputs]).astype(np.float32)
 
 
+def save_function(tf: Any, fn: Callable[[Any], Any], shape: list[int | None], folder: str | os.PathLike[str]) -> Any:
+    """A SavedModel whose serving_default is ``{"y": fn(x)}`` on one float32 input ``x`` of
+    ``shape`` (None: any size); returns the saved ``tf.Module``."""
+    mod = tf.Module()
+    mod.f = tf.function(lambda x: {"y": fn(x)}, input_signature=[tf.TensorSpec(shape, tf.float32, name="x")])
+    tf.saved_model.save(mod, str(folder), signatures={"serving_default": mod.f})
+    return mod
+
+
 def save_program(tf: Any, program: Any, folder: str | os.PathLike[str]) -> Any:
-    """A SavedModel whose serving_default is ``{"y": program(xs)}`` in float32, ``xs`` packed
-    into one float32 vector ``x`` (:func:`pack_inputs`) and split and reshaped inside (the
-    TF.js runner feeds one named input per model). Returns the saved ``tf.Module``."""
+    """:func:`save_function` of a program in float32, its inputs packed into one float32
+    vector ``x`` (:func:`pack_inputs`) and split and reshaped inside (the TF.js runner feeds
+    one named input per model)."""
     shapes = list(program.input_shapes)
     sizes = [int(np.prod(shape, dtype=int)) for shape in shapes]
     fn = program.build("tensorflow", "float32")
 
-    def packed(x: Any) -> dict[str, Any]:
+    def packed(x: Any) -> Any:
         parts = tf.split(x, sizes) if len(sizes) > 1 else [x]
-        return {"y": fn([tf.reshape(part, shape) for part, shape in zip(parts, shapes)])}
+        return fn([tf.reshape(part, shape) for part, shape in zip(parts, shapes)])
 
-    mod = tf.Module()
-    mod.f = tf.function(packed, input_signature=[tf.TensorSpec([sum(sizes)], tf.float32, name="x")])
-    tf.saved_model.save(mod, str(folder), signatures={"serving_default": mod.f})
-    return mod
+    return save_function(tf, packed, [sum(sizes)], folder)
 
 
 def assert_program_output(outputs: Mapping[str, np.ndarray], program: Any, inputs: list[np.ndarray], *,

@@ -10,8 +10,10 @@ edge cases, derivatives and cancellation tables are views over those records
 The record also says what other suites read about the op's framework functions: the
 dtypes each framework's documentation excludes (:class:`DtypeExclusion`, with the quoted
 sentence; the low-precision suite's "not applicable"), the op's line in torch's Autocast Op
-Reference (:class:`Autocast`; the autocast suite) and its node names in a traced graph
-(:class:`GraphNames`; the tracing suites).
+Reference (:class:`Autocast`; the autocast suite), its node names in a traced graph
+(:class:`GraphNames`; the tracing suites), the parameter values a runtime documents as
+unsupported (:class:`DocumentedLimit`; the TF.js suite) and why its composed programs get
+test ids of their own (``own_program_ids``; the generated-programs suite).
 
 Known framework bugs are not here: they are pinned per framework version and symptom in
 known_divergences.toml, the one known-limits mechanism.

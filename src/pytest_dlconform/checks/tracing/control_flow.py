@@ -111,7 +111,6 @@ def _unary() -> dict[str, tuple[str, str, Fn, Fn, str, str]]:
             continue
         tf, torch = r.spec.tf, r.spec.torch
         assert isinstance(tf, str) and isinstance(torch, str), f"{name}: a parameter-free template"
-        assert r.derivative is not None
         value, slope = _bound(r.spec.ref, r.derivative)
         out[name] = (tf.format(a="x"), torch.format(a="x"), value, slope, r.graph.tf_op, r.graph.autograd_node)
     return out
