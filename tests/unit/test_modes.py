@@ -134,3 +134,24 @@ def test_check_command_fails_on_an_unvisited_coverage_combination(tmp_path, caps
     err = capsys.readouterr().err
     assert "1 registered op-suite combinations no test visited" in err
     assert "torch, compiled/inductor, tanh, default, large, float32, contiguous" in err
+
+
+def _claim_file(folder, name, *ids):
+    text = "".join(f'[[claim]]\nid = "{cid}"\nstatement = "s"\nsource = "the docstring"\nframeworks = ["torch"]\n\n'
+                   for cid in ids)
+    (folder / name).write_text(text, encoding="utf-8")
+
+
+def test_an_area_reads_its_parts_after_its_file_and_refuses_an_id_in_two_files(tmp_path):
+    _claim_file(tmp_path, "modules.toml", "modules.a.x")
+    _claim_file(tmp_path, "modules.zeta.toml", "modules.z.x")
+    _claim_file(tmp_path, "modules.losses.toml", "modules.l.x")
+    _claim_file(tmp_path, "data.toml", "data.d.x")
+    _claim_file(tmp_path, "modules.toml.bak", "modules.b.x")  # not a TOML file name: ignored
+    assert list(claims.load(tmp_path)) == ["data.d.x", "modules.a.x", "modules.l.x", "modules.z.x"]
+    _claim_file(tmp_path, "modules.more.toml", "modules.a.x")
+    with pytest.raises(claims.RegistryError, match=r"claims/modules.more.toml: duplicate claim id modules.a.x"):
+        claims.load(tmp_path)
+    _claim_file(tmp_path, "modules.more.toml", "modules")
+    with pytest.raises(claims.RegistryError, match=r"claims/modules.more.toml, claim modules: id must look like"):
+        claims.load(tmp_path)

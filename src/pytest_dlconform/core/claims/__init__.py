@@ -1,6 +1,7 @@
 """The claim registry: every documented behaviour the suites check, as data.
 
-One TOML file per area lives beside this module. Each ``[[claim]]`` has:
+One TOML file per area lives beside this module (``modules.toml``), and an area may add parts
+(``modules.<part>.toml``, read after the area's file in name order). Each ``[[claim]]`` has:
 
 - ``id``: ``area.topic.name``; the area is one of :data:`AREAS`.
 - ``statement``: the claim made precise enough to fail; this is what the test checks.
@@ -30,6 +31,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,6 +45,7 @@ _ID = re.compile(r"^[a-z]+(\.[a-z0-9][a-z0-9-]*){1,3}$")
 _MODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+:/,<>*-]*$")
 # A source a user cannot follow: a numbered seed document ("seed 004") or a path outside
 # the package ("shared/seeds/...").
+_PART = re.compile(r"^[a-z]+\.[a-z0-9_-]+\.toml$")  # an area's part: modules.layers.toml
 _PRIVATE_SOURCE = re.compile(r"\bseeds?\s*\d+|(?<![\w.-])shared/", re.IGNORECASE)
 
 
@@ -73,9 +76,9 @@ class Claim:
         }
 
 
-def _parse(area: str, entry: dict[str, object]) -> Claim:
+def _parse(area: str, entry: dict[str, object], file: str = "") -> Claim:
     cid = str(entry.get("id", ""))
-    where = f"claims/{area}.toml, claim {cid or '<no id>'}"
+    where = f"claims/{file or area + '.toml'}, claim {cid or '<no id>'}"
     if not _ID.match(cid) or cid.split(".", 1)[0] != area:
         raise RegistryError(f"{where}: id must look like '{area}.topic.name' (lower case, 2-4 dotted parts)")
     listed = entry.get("frameworks", ())
@@ -118,17 +121,22 @@ def _opt(value: object) -> str | None:
 @functools.lru_cache(maxsize=1)
 def registry() -> dict[str, Claim]:
     """All registered claims by id, in file order, areas in :data:`AREAS` order."""
+    return load(resources.files(__name__))
+
+
+def load(folder: Any) -> dict[str, Claim]:
+    """The claims of the TOML files in ``folder`` (a path or a package resource): each area's
+    file, then its parts (``modules.toml``, ``modules.layers.toml``, ...) in name order."""
     claims: dict[str, Claim] = {}
-    folder = resources.files(__name__)
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".toml"))
     for area in AREAS:
-        path = folder / f"{area}.toml"
-        if not path.is_file():
-            continue
-        for entry in tomllib.loads(path.read_text(encoding="utf-8")).get("claim", []):
-            claim = _parse(area, entry)
-            if claim.id in claims:
-                raise RegistryError(f"claims/{area}.toml: duplicate claim id {claim.id}")
-            claims[claim.id] = claim
+        files = [n for n in names if n == f"{area}.toml"] + [n for n in names if _PART.match(n) and n.split(".")[0] == area]
+        for name in files:
+            for entry in tomllib.loads((folder / name).read_text(encoding="utf-8")).get("claim", []):
+                claim = _parse(area, entry, name)
+                if claim.id in claims:
+                    raise RegistryError(f"claims/{name}: duplicate claim id {claim.id}")
+                claims[claim.id] = claim
     return claims
 
 
