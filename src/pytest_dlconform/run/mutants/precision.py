@@ -139,3 +139,35 @@ def _lso_applies_non_finite() -> None:
     import keras
 
     wrap(keras.optimizers.LossScaleOptimizer, "check_finite", lambda orig: lambda self, grads: True)
+
+
+@mutant("torch-autocast-cache-ignores-grad-mode", areas="precision", claims="precision.torch.autocast-autograd",
+        target="torch", cite="https://github.com/pytorch/pytorch/issues/112583",
+        bug="Autocast's weight cache keeps the low-precision cast of a weight made under torch.no_grad or "
+            "torch.inference_mode, and the next forward in grad mode in the same region reuses it: the weight "
+            "gets no gradient (issues 65766, 112583, 158232; fixed by PRs 113685 and 165068).")
+def _autocast_cache_ignores_grad_mode() -> None:
+    import torch
+
+    cache: dict[int, Any] = {}
+
+    def make_linear(orig: Any) -> Any:
+        def linear(input: Any, weight: Any, bias: Any = None) -> Any:
+            kind = weight.device.type
+            if (torch.is_autocast_enabled(kind) and torch.is_autocast_cache_enabled() and weight.is_leaf
+                    and weight.requires_grad and weight.dtype == torch.float32):
+                low = torch.get_autocast_dtype(kind)
+                weight = cache.setdefault(id(weight), weight.to(low))  # cast in whatever grad mode is on
+            return orig(input, weight, bias)
+        return linear
+
+    def make_exit(orig: Any) -> Any:
+        def exit_(self: Any, *args: Any) -> Any:
+            out = orig(self, *args)
+            if not torch.is_autocast_enabled(self.device):
+                cache.clear()  # the region's end drops the cache, as the real one does
+            return out
+        return exit_
+
+    wrap(torch.nn.functional, "linear", make_linear)
+    wrap(torch.autocast, "__exit__", make_exit)
