@@ -24,7 +24,8 @@ ENV_VAR = "DLCONFORM_MUTANT"
 LOG_VAR = "DLCONFORM_MUTANT_LOG"  # where each process records that it applied (or failed to apply) the mutant
 AREAS = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision")
 # The modules that hold the library, one per claim area (a mutant's first area is its module's).
-LIBRARY = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision", "schedulers")
+LIBRARY = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision", "schedulers",
+           "nn_modules")
 
 
 @dataclass(frozen=True)
