@@ -112,6 +112,62 @@ CASES = {
     "torch_hardswish_neg_inf.py": (lambda m: [m.expected()] * 2,
                                    lambda m: [np.where(np.isneginf(m.X), np.nan, m.expected())] * 2),
     "torch_rprop_first_step_clamped.py": (lambda m: m.expected(), lambda m: {k: v * 5 for k, v in m.expected().items()}),
+    "torch_crossmaplrn2d_backward.py": (
+        lambda m: {"reverse": np.linspace(-1.5, 2.0, m.X.size), "forward_fd": np.linspace(-1.5, 2.0, m.X.size)},
+        lambda m: {"reverse": np.linspace(-1.5, 2.0, m.X.size) * (1 + 7e-3),
+                   "forward_fd": np.linspace(-1.5, 2.0, m.X.size)}),
+    "torch_lazy_instancenorm_defaults.py": (
+        lambda m: {n: {**m.DOCUMENTED, "train_vs_eval": 0.0} for n in m.CLASSES},
+        lambda m: {n: {"affine": True, "track_running_stats": True, "train_vs_eval": 0.77} for n in m.CLASSES}),
+    "torch_lazy_instancenorm_load_state_dict.py": (
+        lambda m: {n: {"want": np.ones(3), "got": np.ones(3), "after_load": "InstanceNorm1d, num_features=3"}
+                   for n, _, _ in m.CASES},
+        lambda m: {n: {"want": np.ones(3), "after_load": "LazyInstanceNorm1d, num_features=0",
+                       "raised": "ValueError: expected input's size at dim=1 to match num_features (0), but got: 3."}
+                   for n, _, _ in m.CASES}),
+    "keras_rmsprop_epsilon_inside_sqrt.py": (lambda m: {"theta": m.expected()}, lambda m: {"theta": m.inside()}),
+    "keras_ftrl_l2_doubled.py": (lambda m: {"theta": m.expected()}, lambda m: {"theta": m._box(2 * m.L2)}),
+    "keras_adafactor_relative_step_ignored.py": (
+        lambda m: m.expected(),
+        lambda m: {k: m.expected()["relative_step=True"] for k in ("relative_step=False", "relative_step=True")}),
+    "keras_nadam_momentum_schedule.py": (lambda m: {"theta": m.expected()}, lambda m: {"theta": m.nadam(1.0)}),
+    "keras_lamb_deserialize.py": (
+        lambda m: {"type": "Lamb", "repr": "<Lamb>", "is_lamb": True, "same_config": True},
+        lambda m: {"type": "str", "repr": "'Lamb'", "is_lamb": False, "same_config": None}),
+    "keras_tversky_alpha_beta_swapped.py": (
+        lambda m: {"tversky": m.expected(), "Tversky": m.expected()},
+        lambda m: {k: np.array([1.0 - m._counts()[0] / (m._counts()[0] + m.ALPHA * m._counts()[2]
+                                                         + m.BETA * m._counts()[1])]) for k in ("tversky", "Tversky")}),
+    "keras_label_smoothing_axis.py": (lambda m: m.expected(), lambda m: m._losses(m.Y.shape[-1])),
+    "keras_ctc_float64_in_float32.py": (
+        lambda m: {"CTC": m.expected(), "ctc": m.expected()},
+        lambda m: {"CTC": m.expected() * (1 + 1.5e-8), "ctc": m.expected() * (1 + 1.5e-8)}),
+    "keras_log_cosh_float64_log2.py": (
+        lambda m: {"log_cosh": m.expected(), "LogCosh": m.expected()},
+        lambda m: {"log_cosh": m.expected() - 1.9e-9, "LogCosh": m.expected() - 1.9e-9}),
+    "keras_randomcrop_inference.py": (
+        lambda m: ((2, m.HEIGHT, m.WIDTH, 3), (2, m.HEIGHT, m.WIDTH, 3), (2, m.HEIGHT, m.WIDTH, 3), "float16"),
+        lambda m: (m.X.shape, (2, m.HEIGHT, m.WIDTH, 3), (2, m.HEIGHT, m.WIDTH, 3), "float32")),
+    "keras_equalization_inference.py": (
+        lambda m: (0.0, False, False, "builds"),
+        lambda m: (96.5, True, True, "ValueError: The tensor ... is part of a cycle")),
+    "keras_rmsnorm_axis.py": (lambda m: m.expected(), lambda m: "InvalidArgumentError: Incompatible shapes: [2,4,3] vs. [4]"),
+    "keras_3d_pooling_nchw_conv_cpu_kernels.py": (
+        lambda m: {(p, c[0]): d for p, d in m.POLICIES.items() for c in m.CASES},
+        lambda m: {(p, c[0]): ("NotFoundError" if p == "mixed_float16" else d) for p, d in m.POLICIES.items()
+                   for c in m.CASES}),
+    "keras_float64_image_resize_in_float32.py": (
+        lambda m: dict.fromkeys(m.CASES, ("float64", 180, 0)),
+        lambda m: {label: ("float64", 180, 0 if label.endswith("[control]") else 180) for label in m.CASES}),
+    "keras_melspectrogram_float64.py": (
+        lambda m: {"float64": "float64", "float32": "float32"},
+        lambda m: {"float64": "InvalidArgumentError: cannot compute Sub", "float32": "float32"}),
+    "keras_randomshear_config.py": (
+        lambda m: ((0.0, m.X_FACTOR), "same config"),
+        lambda m: ((-m.X_FACTOR, m.X_FACTOR), "ValueError: x_factor must be non-negative")),
+    "keras_lookup_output_spec_dtype.py": (
+        lambda m: dict.fromkeys(m.CASES, ("int64", "int64", "int64")),
+        lambda m: dict.fromkeys(m.CASES, ("int64", "float32", "float32"))),
     "torch_nadam_float32_mu_product.py": (
         lambda m: {"uninterrupted": m.expected(), "resumed": m.expected(),
                    "mu_product": "torch.float64, after load_state_dict torch.float64"},
