@@ -818,3 +818,39 @@ def test_keras_loss_table_lists_every_public_loss(keras):
     assert not missing, f"keras.losses exports {missing} that suites/modules/test_losses.py's table leaves out"
     evidence.note(losses=names, left_out=sorted(KERAS_LEFT_OUT))
     evidence.covers("keras.table-complete")
+
+
+@pytest.mark.claim(KERAS)
+def test_keras_loss_serialize_deserialize_and_get_round_trip(keras):
+    """keras.losses.serialize / deserialize / get, documented: serialize "Serializes loss function or
+    Loss instance", deserialize "Deserializes a serialized loss class/function instance", get
+    "Retrieves a Keras loss as a function/Loss class instance" from "the string name of a loss
+    function or Loss class" or a config dict. For every class of the table, with its first
+    documented option values and a non-default reduction: the round trip gives an instance of the
+    class with the same config; get(config) too; get(function name) is the public function."""
+    problems = []
+    for name in sorted(KERAS_BY_NAME):
+        info = KERAS_BY_NAME[name]
+        row = {k: v[0] for k, v in info.factors.items()}
+        original = getattr(keras.losses, name)(reduction="sum", dtype="float64", **_keras_options(info, row))
+        config = original.get_config()
+        for how, call in (("deserialize(serialize(loss))", keras.losses.deserialize),
+                          ("get(serialize(loss))", keras.losses.get)):
+            try:
+                twin = call(keras.losses.serialize(original))
+            except Exception as exc:  # a documented call that raises is a violation, reported with the rest
+                problems.append(f"{name}: {how} raised {type(exc).__name__}: {str(exc).splitlines()[0]:.100}")
+                continue
+            if type(twin) is not type(original):
+                problems.append(f"{name}: {how} returned {type(twin).__name__} ({twin!r:.60})")
+            elif twin.get_config() != config:
+                problems.append(f"{name}: {how} has config {twin.get_config()}, the original {config}")
+        try:
+            fn = keras.losses.get(info.function)
+        except Exception as exc:
+            problems.append(f"{name}: get({info.function!r}) raised {type(exc).__name__}: {str(exc).splitlines()[0]:.100}")
+            continue
+        if fn is not getattr(keras.losses, info.function):
+            problems.append(f"{name}: get({info.function!r}) returned {fn!r:.60}, not keras.losses.{info.function}")
+    assert not problems, f"{len(problems)} round trip(s) failed:\n" + "\n".join(problems)
+    evidence.covers("keras.serialize")
