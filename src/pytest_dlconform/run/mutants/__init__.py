@@ -25,7 +25,7 @@ LOG_VAR = "DLCONFORM_MUTANT_LOG"  # where each process records that it applied (
 AREAS = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision")
 # The modules that hold the library, one per claim area (a mutant's first area is its module's).
 LIBRARY = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision", "schedulers",
-           "nn_modules", "keras_optimizers", "losses", "keras_layers", "torch_functional", "tf_math")
+           "keras_optimizers", "losses", "nn_modules", "keras_layers", "tf_math", "tf_nn", "torch_functional")
 
 
 @dataclass(frozen=True)
