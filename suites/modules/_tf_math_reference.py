@@ -201,9 +201,13 @@ def segment_reduce(data: np.ndarray, ids: np.ndarray, num_segments: int, kind: s
         rows = data[ids == i].astype(np.float64)
         if rows.shape[0] == 0:
             continue
-        value = {"sum": lambda r: r.sum(0), "prod": lambda r: r.prod(0), "max": lambda r: r.max(0),
-                 "min": lambda r: r.min(0), "mean": lambda r: r.sum(0) / r.shape[0],
-                 "sqrt_n": lambda r: r.sum(0) / math.sqrt(r.shape[0])}[kind](rows)
+        if kind == "max" or kind == "min":
+            value = rows.max(0) if kind == "max" else rows.min(0)
+        elif kind == "prod":
+            value = rows.prod(0)
+        else:  # sum; mean divides the sum by the count, sqrt_n by its square root
+            n = rows.shape[0]
+            value = rows.sum(0) / (n if kind == "mean" else math.sqrt(n) if kind == "sqrt_n" else 1)
         out[i] = value
     return out
 
