@@ -231,7 +231,6 @@ class Raises(Scale):
     (ConfigNotStable, "get_config-roundtrip: config changed by a round trip"),
     (InferenceUpdatesState, "inference-repeatable: weight kernel unchanged by inference"),
     (TrainingChangesOutput, "training-flag (training=True vs training=False): expected bitwise equality"),
-    (NoMaskSupport, "masking: supports_masking is False, expected True"),
     (DropsMask, "masking: the output carries no mask"),
     (WrongMask, "masking (output _keras_mask equals the input mask): expected bitwise equality"),
     (Float16Variables, "mixed_float16: output float16 (expected float16), variables not float32: ['kernel: float16']"),
@@ -244,6 +243,17 @@ def test_wrong_layer_fails_naming_the_property(cls: type, message: str) -> None:
     text = str(err.value)
     assert text.startswith("Scale variant 0 {'units': 2, 'scale': 0.5}: ")
     assert message in text, text
+
+
+def test_a_changed_supports_masking_is_evidence_not_a_violation() -> None:
+    """Most layers' docs say nothing about supports_masking: a layer that stops supporting masks is
+    recorded (evidence) and no mask propagation is asserted for it; a layer that says it supports
+    masks must propagate them (DropsMask above)."""
+    from pytest_dlconform.core import evidence
+
+    with evidence.recording() as recorder:
+        run(NoMaskSupport)
+    assert recorder.notes == {"supports_masking_changed.Scale": "False, recorded True"}, recorder.notes
 
 
 class TwoFaults(TrainingChangesOutput, MixedOutputsFloat32):
