@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import _loss_reference
+
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
@@ -95,8 +97,10 @@ def local_response_norm(x: np.ndarray, size: int, alpha: float, beta: float, k: 
 
 
 def pairwise_distance(x1: np.ndarray, x2: np.ndarray, p: float, eps: float, keepdim: bool) -> np.ndarray:
-    d = np.sum(np.abs(x1 - x2 + eps) ** p, axis=-1, keepdims=keepdim) ** (1.0 / p)
-    return d
+    """F.pairwise_distance: PairwiseDistance's ||x1 - x2 + eps||_p (the loss references' formula),
+    the reduced last dimension kept with keepdim."""
+    d = _loss_reference.pairwise_distance(x1, x2, p, eps)
+    return np.expand_dims(d, -1) if keepdim else d
 
 
 def pdist(x: np.ndarray, p: float) -> np.ndarray:
