@@ -21,7 +21,9 @@ import numpy as np
 
 from pytest_dlconform.api import evidence
 
-mpmath.mp.dps = 40
+#: mpmath working digits of the references; set per call (mpmath.workdps), never process-wide, so
+#: importing the suite leaves mpmath (and sympy, which torch uses) at the precision it had.
+DIGITS = 40
 U64 = 2.0 ** -53
 OP = 4  # one operation's documented accuracy, in units of u (docs/tolerances.md, OP_ROUNDING)
 
@@ -83,6 +85,12 @@ def mp_map(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
     An mpmath error or a complex result (outside the real domain) gives NaN; ``inf`` stays."""
     bs = np.broadcast_arrays(*[np.asarray(a, dtype=np.float64) for a in arrays])
     out = np.empty(bs[0].shape, dtype=np.float64)
+    with mpmath.workdps(DIGITS):
+        _fill(out, fn, bs)
+    return out
+
+
+def _fill(out: np.ndarray, fn: Callable[..., Any], bs: Sequence[np.ndarray]) -> None:
     for idx in np.ndindex(out.shape):
         args = [mpmath.mpf(float(b[idx])) for b in bs]
         try:
@@ -94,7 +102,6 @@ def mp_map(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
             out[idx] = float(v.real) if v.imag == 0 else math.nan
         else:
             out[idx] = float(v)
-    return out
 
 
 def lgamma(x: Any) -> Any:
@@ -160,8 +167,8 @@ def ndtri(p: Any) -> Any:
 
 
 def _digits_for(y: Any) -> int:
-    """Working digits that keep 1 - y (or 2p - 1) exact for a tiny y: 40 beyond its exponent."""
-    return 40 + max(0, int(-mpmath.log10(abs(y)))) if y != 0 else 40
+    """Working digits that keep 1 - y (or 2p - 1) exact for a tiny y: DIGITS beyond its exponent."""
+    return DIGITS + max(0, int(-mpmath.log10(abs(y)))) if y != 0 else DIGITS
 
 
 def polygamma(n: Any, x: Any) -> Any:
@@ -178,9 +185,10 @@ def zeta(x: Any, q: Any) -> Any:
 def lbeta_rows(x: np.ndarray) -> np.ndarray:
     """log|B(x)| = sum_i lgamma(x_i) - lgamma(sum_i x_i) over the last axis."""
     out = np.empty(x.shape[:-1], dtype=np.float64)
-    for idx in np.ndindex(out.shape):
-        row = [mpmath.mpf(float(v)) for v in x[idx]]
-        out[idx] = float(sum(lgamma(v) for v in row) - lgamma(sum(row)))
+    with mpmath.workdps(DIGITS):
+        for idx in np.ndindex(out.shape):
+            row = [mpmath.mpf(float(v)) for v in x[idx]]
+            out[idx] = float(sum(lgamma(v) for v in row) - lgamma(sum(row)))
     return out
 
 

@@ -30,6 +30,7 @@ import pytest
 from pytest_dlconform.api import assert_close, assert_equal, evidence, tolerance
 
 from . import _tf_nn_reference as ref
+from ._tf_math_reference import mp_map as _mp_map  # fn elementwise at 40 mpmath digits
 
 CLAIM = "modules.tf.nn-functions"
 
@@ -360,13 +361,6 @@ def _crelu(tf: Any) -> list[str]:
     assert_equal(np_(tf.nn.crelu(x)), np.concatenate([np.maximum(x, 0), np.maximum(-x, 0)], axis=-1), what="crelu axis=-1")
     assert_equal(np_(tf.nn.crelu(x, axis=0)), np.concatenate([np.maximum(x, 0), np.maximum(-x, 0)], axis=0), what="crelu axis=0")
     return ["crelu"]
-
-
-def _mp_map(fn: Callable[[Any], Any], x: np.ndarray) -> np.ndarray:
-    import mpmath
-
-    with mpmath.workdps(40):
-        return np.array([float(fn(mpmath.mpf(float(v)))) for v in x.ravel()]).reshape(x.shape)
 
 
 @record("gelu")
