@@ -476,6 +476,10 @@ def loader_allowed(case: Mapping[str, Any]) -> bool:
 LOADER_CASES = pairwise(LOADER_FACTORS, loader_allowed)
 
 
+def _case_label(case: Mapping[str, Any]) -> str:
+    return "-".join(f"{k}={v}" for k, v in case.items())
+
+
 def _rows(torch, batch: Any, custom: bool) -> list[dict[str, int]]:
     """A yielded batch (or sample) as a list of per-sample dicts of ints."""
     if custom:
@@ -550,12 +554,15 @@ def check_loader_case(torch, loader_cls, case: Mapping[str, Any], n: int, seed: 
 
 
 @pytest.mark.claim("data.torch.utilities")
-@pytest.mark.parametrize("case", LOADER_CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize("case", LOADER_CASES, ids=_case_label)
 def test_dataloader_options_pairwise(torch, dl_seed, case):
     from torch.utils.data import DataLoader
 
+    # the combinations ledger: DataLoader's pairwise rows, one per test
+    evidence.registers("torch.utils.data", "DataLoader", [_case_label(c) for c in LOADER_CASES])
     notes = check_loader_case(torch, DataLoader, case, 11, dl_seed)
     evidence.note(**notes)
+    evidence.visits("torch.utils.data", "DataLoader", _case_label(case))
     evidence.covers("DataLoader+pairwise", f"num_workers={case['num_workers']}+{case['seeding']}",
                     "batch_size=None" if case["batch_size"] is None else f"drop_last={case['drop_last']}",
                     f"collate_fn={case['collate_fn']}")

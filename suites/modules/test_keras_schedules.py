@@ -28,6 +28,11 @@ import pytest
 from pytest_dlconform.api import UNIT_ROUNDOFF, evidence
 
 CLAIM = "modules.keras.lr-schedules"
+FAMILY = "keras.optimizers.schedules"  # the combinations ledger's family of these records
+
+
+def _row_label(row: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in row.items())
 STEPS = 61
 
 
@@ -195,8 +200,8 @@ def test_schedule_follows_its_documented_formula_at_every_step(tf, name, dtype):
     S = keras.optimizers.schedules
     options, build, ref, extra = SCHEDULES[name]
     number = np.float64 if dtype == "float64" else float
-    for row in covering_array(options):
-        label = f"{name}({', '.join(f'{k}={v!r}' for k, v in row.items())})"
+    for row in evidence.visiting(FAMILY, f"{name}[{dtype}]", covering_array(options), _row_label):
+        label = f"{name}({_row_label(row)})"
         schedule = build(S, row, number)
         got = _evaluate(schedule)
         assert str(schedule(0).dtype.name) == dtype, f"{label}: computes in {schedule(0).dtype.name}, not {dtype}"

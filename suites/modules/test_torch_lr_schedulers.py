@@ -37,6 +37,7 @@ import pytest
 from pytest_dlconform.api import UNIT_ROUNDOFF, evidence
 
 CLAIM = "modules.torch.lr-schedulers"
+FAMILY = "torch.optim.lr_scheduler"  # the combinations ledger's family of these records
 BASES = (0.1, 0.03)  # the two parameter groups' learning rates
 U = UNIT_ROUNDOFF["float64"]
 STEPS = 48
@@ -360,7 +361,7 @@ def _amplification(name: str, row: dict[str, Any]) -> float:
 def test_scheduler_follows_its_documented_formula_at_every_step(torch, name):
     S = torch.optim.lr_scheduler
     options, build, _, ops, floor = SIMPLE[name]
-    for row in covering_array(options):
+    for row in evidence.visiting(FAMILY, name, covering_array(options), lambda r: _label(name, r)):
         opt = _optimizer(torch)
         lrs, _ = _drive(opt, build(S, opt, row), STEPS)
         assert_schedule(lrs, _table(_simple_reference(name, row), STEPS), what=_label(name, row),
@@ -414,7 +415,7 @@ def _cyclic(S, opt, row):
 @pytest.mark.claim(CLAIM)
 def test_cyclic_lr_follows_the_triangular_policy_and_its_scalings(torch):
     S = torch.optim.lr_scheduler
-    for row in covering_array(CYCLIC):
+    for row in evidence.visiting(FAMILY, "CyclicLR", covering_array(CYCLIC), lambda r: _label("CyclicLR", r)):
         opt = _optimizer(torch, row["optimizer"])
         start_m = [float(g["betas"][0] if "betas" in g else g["momentum"]) for g in opt.param_groups]
         lrs, moms = _drive(opt, _cyclic(S, opt, row), STEPS)
@@ -449,7 +450,8 @@ def test_one_cycle_lr_follows_its_phases_to_the_last_step(torch):
     allowed (its lr is never used); one more raises ValueError."""
     S = torch.optim.lr_scheduler
     total = 40
-    for row in covering_array(ONE_CYCLE):
+    for row in evidence.visiting(FAMILY, "OneCycleLR", covering_array(ONE_CYCLE),
+                                 lambda r: _label("OneCycleLR", r)):
         opt = _optimizer(torch, row["optimizer"])
         steps = {"total_steps": total} if row["steps"] == "total_steps" else {"epochs": 8, "steps_per_epoch": 5}
         sched = S.OneCycleLR(opt, list(PEAKS), pct_start=row["pct_start"], anneal_strategy=row["anneal_strategy"],
@@ -501,7 +503,8 @@ def plateau_metrics(n: int, seed: int) -> list[float]:
 @pytest.mark.claim(CLAIM)
 def test_reduce_lr_on_plateau_follows_its_documented_rule(torch):
     S = torch.optim.lr_scheduler
-    for i, row in enumerate(covering_array(PLATEAU)):
+    for i, row in enumerate(evidence.visiting(FAMILY, "ReduceLROnPlateau", covering_array(PLATEAU),
+                                              lambda r: _label("ReduceLROnPlateau", r))):
         metrics = plateau_metrics(60, seed=i)
         if row["mode"] == "max":
             metrics = [13.0 - m for m in metrics]
@@ -545,7 +548,8 @@ def test_sequential_lr_hands_over_at_each_milestone(torch):
     """SequentialLR runs scheduler k from milestone k-1 on, restarted at its own step 0 (the
     docstring's example: ConstantLR's factor until epoch 20, then ExponentialLR from the base)."""
     S = torch.optim.lr_scheduler
-    for row in covering_array(SEQUENCES):
+    for row in evidence.visiting(FAMILY, "SequentialLR", covering_array(SEQUENCES),
+                                 lambda r: _label("SequentialLR", r)):
         names = row["schedulers"]
         milestones = [row["milestone"] * (k + 1) for k in range(len(names) - 1)]
         opt = _optimizer(torch)
@@ -571,7 +575,8 @@ def test_chained_scheduler_multiplies_its_schedulers_factors(torch):
     """ChainedScheduler steps every scheduler at each step: the chainable schedulers' factors
     multiply (the docstring's example: ConstantLR(0.1, 20) chained with ExponentialLR(0.9))."""
     S = torch.optim.lr_scheduler
-    for row in covering_array(CHAINS):
+    for row in evidence.visiting(FAMILY, "ChainedScheduler", covering_array(CHAINS),
+                                 lambda r: _label("ChainedScheduler", r)):
         names = row["schedulers"]
         opt = _optimizer(torch)
         parts = [PARTS[n][0](S, opt) for n in names]

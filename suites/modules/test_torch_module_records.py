@@ -82,6 +82,7 @@ from pytest_dlconform.api import Tolerance, assert_close, assert_equal, check_hv
 from . import _torch_module_records as records
 
 CLAIM = "modules.torch.module-contract"
+FAMILY = "torch.nn modules"  # the combinations ledger's family of these records
 RECORDS = records.RECORDS
 SEED, OTHER_SEED, MASK_SEED = 0, 12345, 7
 
@@ -446,6 +447,7 @@ def check_record(torch: Any, rec: records.Rec) -> dict[str, Any]:
                 evidence.covers("gradcheck-input")
             if prob["n_params"]:
                 evidence.covers("gradcheck-params")
+            evidence.visits(FAMILY, rec.id, "gradcheck")
         if rec.hvp:
             with _Property(rec, "hvp"):
                 res2 = check_hvp(prob["grad"], prob["hvp"], prob["xs"], (y.size,), seed=SEED, names=prob["names"],
@@ -454,12 +456,15 @@ def check_record(torch: Any, rec: records.Rec) -> dict[str, Any]:
                                tolerance=1.0)
                 notes["hvp_worst_ratio"] = res2.max_error_ratio
                 evidence.covers("hvp")
+                evidence.visits(FAMILY, rec.id, "hvp")
     return notes
 
 
 @pytest.mark.claim(CLAIM)
 @pytest.mark.parametrize("rec", RECORDS, ids=[r.id for r in RECORDS])
 def test_torch_module_contract(torch, rec):
+    # the combinations ledger (report/combinations.py): first and second order, where the record has them
+    evidence.registers(FAMILY, rec.id, ["gradcheck"] * bool(rec.grad) + ["hvp"] * bool(rec.grad and rec.hvp))
     with torch.device("cpu"):
         notes = check_record(torch, rec)
     evidence.note(module=rec.name, variant=rec.variant, **notes)

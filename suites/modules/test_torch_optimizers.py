@@ -116,6 +116,7 @@ INFOS = [
 ]
 BY_NAME = {info.name: info for info in INFOS}
 COVERING = {info.name: ref.pairwise(info.factors, info.valid) for info in INFOS}
+FAMILY = "torch.optim"  # the combinations ledger's family of these records
 CASES = [(info.name, row) for info in INFOS for row in COVERING[info.name]]
 
 
@@ -233,10 +234,13 @@ def check_update_rule(torch, cls: Any, name: str, row: Mapping[str, Any]) -> flo
 @pytest.mark.claim(UPDATE)
 @pytest.mark.parametrize(("name", "row"), CASES, ids=[_case_id(n, r) for n, r in CASES])
 def test_torch_optimizer_follows_its_documented_update_rule(torch, name, row):
+    # the combinations ledger: this optimizer's pairwise rows, each test one of them
+    evidence.registers(FAMILY, name, [_case_id(name, r) for r in COVERING[name]])
     with torch.device("cpu"):
         worst = check_update_rule(torch, getattr(torch.optim, name), name, row)
     evidence.note(worst_error_in_tolerances=worst, steps=STEPS)
     evidence.covers(f"{name}.{row['impl']}")
+    evidence.visits(FAMILY, name, _case_id(name, row))
 
 
 ASGD_FACTORS: dict[str, list[Any]] = {"lr": [0.1, 0.02], "lambd": [1e-4, 0.1], "alpha": [0.75, 0.5], "t0": [1e6, 2.0],
@@ -250,6 +254,7 @@ ASGD_ROWS = ref.pairwise(ASGD_FACTORS)
 def test_torch_asgd_implementations_agree_with_its_for_loop(torch, row):
     """ASGD documents no update rule, only that foreach and differentiable are implementation
     choices: each must compute what the for-loop implementation does, parameters and averages."""
+    evidence.registers(FAMILY, "ASGD (implementations)", [_case_id("ASGD", r) for r in ASGD_ROWS])
     data = ref.problem(((3, 4), (4,)))
     with torch.device("cpu"):
         got, opt, params = run_torch(torch, torch.optim.ASGD, row, data, STEPS)
@@ -272,6 +277,7 @@ def test_torch_asgd_implementations_agree_with_its_for_loop(torch, row):
             assert_close(opt.state[p]["ax"].detach().cpu().numpy(), base.state[q]["ax"].detach().cpu().numpy(), tol_t,
                          what=f"ASGD[{row['impl']}] average ax of parameter {i} vs for-loop")
     evidence.covers(f"ASGD.{row['impl']}")
+    evidence.visits(FAMILY, "ASGD (implementations)", _case_id("ASGD", row))
 
 
 @pytest.mark.claim(UPDATE)

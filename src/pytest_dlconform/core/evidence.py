@@ -22,9 +22,11 @@ import contextlib
 import contextvars
 import math
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("dlconform_evidence", default=None)
 
@@ -76,6 +78,9 @@ class Recorder:
     #: The claim's declared modes (None: unknown, anything is accepted) and those covered.
     declared: Collection[str] | None = None
     modes: Counter[str] = field(default_factory=Counter)
+    #: Records' registered combinations (pairwise rows, second-order checks) and those visited:
+    #: (family, record) -> {"registered": [...], "visited": Counter} (:func:`registers`, :func:`visits`).
+    combinations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def covers(self, *modes: str) -> None:
         if self.declared is not None:
@@ -86,6 +91,22 @@ class Recorder:
                 raise HarnessError(f"evidence.covers({', '.join(map(repr, unknown))}): not a mode of this test's claim; "
                                    f"its modes are {sorted(self.declared)} (add it to the claim's modes in claims/*.toml)")
         self.modes.update(modes)
+
+    def registers(self, family: str, record: str, combinations: Iterable[str]) -> None:
+        entry = self.combinations.setdefault((family, record), {"registered": [], "visited": Counter()})
+        entry["registered"] += [c for c in combinations if c not in entry["registered"]]
+
+    def visits(self, family: str, record: str, *combinations: str) -> None:
+        entry = self.combinations.get((family, record))
+        unknown = [c for c in combinations if entry is None or c not in entry["registered"]]
+        if unknown:
+            from .exceptions import HarnessError
+
+            raise HarnessError(f"evidence.visits({family!r}, {record!r}, {', '.join(map(repr, unknown))}): not a "
+                               "registered combination of this record (call evidence.registers with the record's "
+                               "whole table first)")
+        assert entry is not None
+        entry["visited"].update(combinations)
 
     def check(self, name: str, *, observed: float, tolerance: float, **details: Any) -> None:
         self.checks[name] = _worst(self.checks.get(name), observed, tolerance, details)
@@ -121,6 +142,10 @@ class Recorder:
             out["modes"] = dict(sorted(self.modes.items()))
         if self.inconclusive:
             out["inconclusive"] = self.inconclusive
+        if self.combinations:
+            out["combinations"] = [{"family": f, "record": r, "registered": list(e["registered"]),
+                                    "visited": dict(sorted(e["visited"].items()))}
+                                   for (f, r), e in sorted(self.combinations.items())]
         return out
 
     @property
@@ -170,6 +195,36 @@ def covers(*modes: str) -> None:
     recorder = _current.get()
     if recorder is not None:
         recorder.covers(*modes)
+
+
+def registers(family: str, record: str, combinations: Iterable[str]) -> None:
+    """Declare the combinations a record's table registers (its pairwise rows, its second-order
+    check): the whole table, before the test visits any of them, so that one it skips shows as
+    unvisited in the report's combinations ledger (:mod:`pytest_dlconform.report.combinations`)."""
+    recorder = _current.get()
+    if recorder is not None:
+        recorder.registers(family, record, combinations)
+
+
+def visits(family: str, record: str, *combinations: str) -> None:
+    """Record that the running test has checked these registered combinations of a record (call
+    it after the checks of a combination held, like :func:`covers`)."""
+    recorder = _current.get()
+    if recorder is not None:
+        recorder.visits(family, record, *combinations)
+
+
+def visiting(family: str, record: str, rows: Iterable[T], label: Callable[[T], str] = repr) -> Iterator[T]:
+    """Iterate a record's table (``for row in visiting(...)``): registers every row's label first,
+    and records a row as visited once the loop body has run for it without raising (a row the
+    loop never reaches, or one whose checks failed, stays unvisited). A body that ``continue``s
+    past a row without checking it would count it: write the loop without."""
+    rows = list(rows)
+    labels = [label(r) for r in rows]
+    registers(family, record, labels)
+    for row, name in zip(rows, labels):
+        yield row
+        visits(family, record, name)
 
 
 @contextlib.contextmanager

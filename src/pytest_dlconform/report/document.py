@@ -169,15 +169,16 @@ class Report(_Record):
     baseline: Mapping[str, Any] | None = None  # --dl-baseline: path, regressed claims, text
     coverage: Mapping[str, Any] | None = None  # the op suite's coverage ledger (coverage.ledger)
     modes: Mapping[str, Any] | None = None  # the claims' documented modes checked (modes.ledger)
+    combinations: Mapping[str, Any] | None = None  # the records' registered combinations (combinations.ledger)
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 
-    OPTIONAL = frozenset({"baseline", "coverage", "modes"})
+    OPTIONAL = frozenset({"baseline", "coverage", "modes", "combinations"})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
         known, extra = _split(cls, data)
         known["claims"] = MappingProxyType({cid: ClaimRecord.from_dict(c) for cid, c in (known.get("claims") or {}).items()})
-        for name in ("environment", "counts", "baseline", "coverage", "modes"):
+        for name in ("environment", "counts", "baseline", "coverage", "modes", "combinations"):
             if known.get(name) is not None:
                 known[name] = freeze(known[name])
         known["divergences"] = freeze(known.get("divergences") or ())

@@ -206,9 +206,10 @@ def merge(shards: Sequence[tuple[str, Report]]) -> Report:
                             exit_status=_exit_status([r.exit_status for r in reports]))
     merged = merged.replace(divergences=_divergences(reports, merged))
     merged = results.with_counts(merged)
-    from . import coverage, modes  # as run/session/outcome.py's _outcome computes them
+    from . import combinations, coverage, modes  # as run/session/outcome.py's _outcome computes them
 
-    return merged.replace(coverage=coverage.ledger(merged), modes=modes.ledger(merged))
+    return merged.replace(coverage=coverage.ledger(merged), modes=modes.ledger(merged),
+                          combinations=combinations.ledger(merged))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

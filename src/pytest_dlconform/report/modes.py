@@ -117,6 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = subset_line(cov)  # a quick report: the subset it checks by design
         if line:
             sys.stdout.write(line + "\n")
+    from . import combinations
+
+    combos = doc.get("combinations") or combinations.ledger(doc)
+    sys.stdout.write(combinations.text(combos))
     bad = problems(led)
     if bad and (doc.get("environment") or {}).get("profile") == "quick":
         # The quick profile draws 2 examples per property (profiles.QUICK_EXAMPLES): a mode that
@@ -134,5 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         shown = "".join(f"  {', '.join(str(row.get(k)) for k in KEYS)}\n" for row in cov["unvisited"][:10])
         sys.stderr.write(f"dlconform modes: {len(cov['unvisited'])} registered op-suite combinations no test visited "
                          f"({', '.join(KEYS)}), e.g.:\n{shown}")
+        return 1
+    unvisited = combinations.problems(combos)
+    if args.check and unvisited:
+        shown = "".join(f"  {u}\n" for u in unvisited[:10])
+        sys.stderr.write(f"dlconform modes: {len(unvisited)} registered record combinations no test visited "
+                         f"(family: record: combination), e.g.:\n{shown}")
         return 1
     return 0

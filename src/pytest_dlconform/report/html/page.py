@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from .. import coverage, modes, results
+from .. import combinations, coverage, modes, results
 from .assets import _SCRIPT, _STYLE
 from .evidence import _claim_detail, _failures
 from .labels import EXPECTED, FAILING, _tests, token_of_test
@@ -48,6 +48,7 @@ def render(doc: Mapping[str, Any]) -> str:
         coverage.html_section(doc),
         _coverage_map(doc),
         modes.html_section(doc),
+        combinations.html_section(doc),
         '<section id="evidence"><h2>Evidence</h2><p>One block per claim, collapsed: open one, or follow a matrix '
         "cell or a test. A failing test links to its full evidence under Failures; a passing test shows its key "
         "figures in one line, its checks (<i>name: observed / tolerance = margin (examples); details</i>) and notes "
@@ -67,6 +68,8 @@ def _toc(doc: Mapping[str, Any]) -> str:
         links.append(("coverage", "coverage"))
     if doc.get("modes"):
         links.append(("modes", "modes"))
+    if doc.get("combinations"):
+        links.append(("combinations", "combinations"))
     links.append(("evidence", "evidence"))
     return '<nav id="toc">' + "".join(f'<a href="#{a}">{escape(w)}</a>' for a, w in links) + "</nav>"
 

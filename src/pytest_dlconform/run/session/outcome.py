@@ -96,6 +96,8 @@ class Conclusion:
         outcome.doc = outcome.doc.replace(coverage=coverage.ledger(outcome.doc))
         from ...report import modes  # the claims' documented modes (issue 13)
         outcome.doc = outcome.doc.replace(modes=modes.ledger(outcome.doc))
+        from ...report import combinations  # the record suites' registered combinations (issue 29)
+        outcome.doc = outcome.doc.replace(combinations=combinations.ledger(outcome.doc))
         _compare_baseline(self.settings, outcome, verbose)
         return outcome
 
