@@ -30,6 +30,9 @@ modes):
 - ``float64``: built under the "float64" policy, output and variables are float64;
 - ``gradient-fd``: in float64, the tape's vector-Jacobian product of the output w.r.t. the float
   inputs and the trainable weights agrees with central finite differences (``check_vjp``);
+- ``hvp``: for the twice-differentiable layers (:data:`SECOND_ORDER`), the reverse-over-reverse
+  Hessian-vector product (nested GradientTapes) w.r.t. the same variables agrees with central
+  differences of the tape's gradient (``check_hvp``);
 - ``table-complete``: the table names every public keras.layers layer class, aliases deduplicated,
   or lists it as out of scope with a reason.
 
@@ -57,12 +60,42 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_dlconform.api import assert_equal, check_vjp, evidence, tolerance
+from pytest_dlconform.api import assert_equal, check_hvp, check_vjp, evidence, tolerance
 
 from . import _keras_layer_records as rec
 
 CLAIM = "modules.keras.layer-contract"
 OPS, REDUCTION = 64, 64
+FAMILY = "keras.layers"  # the combinations ledger's family of these records (one record per variant)
+#: Layers with a second-order check (``hvp``): twice differentiable at every input, weights included
+#: (affine maps, convolutions and their transposes are bilinear in input and kernel; tanh, sigmoid,
+#: softplus, softmax, normalisations with their epsilon, attention, the gated recurrences). A
+#: variant whose arguments name relu is left out; so are piecewise-linear layers (max pooling,
+#: ReLU and its kin, Maximum/Minimum), whose Hessian is zero between kinks that a central difference
+#: of the gradient may straddle, and layers whose output is linear in every float input with no
+#: weights (pooling by averages, reshapes, padding: a zero Hessian, checked by nothing more than
+#: that).
+SECOND_ORDER = frozenset({
+    "Dense", "EinsumDense", "Activation", "Softmax", "Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose",
+    "Conv2DTranspose", "Conv3DTranspose", "DepthwiseConv1D", "DepthwiseConv2D", "SeparableConv1D",
+    "SeparableConv2D", "BatchNormalization", "LayerNormalization", "GroupNormalization", "UnitNormalization",
+    "RMSNormalization", "Attention", "AdditiveAttention", "MultiHeadAttention", "GroupQueryAttention", "SimpleRNN",
+    "LSTM", "GRU", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "Multiply", "Dot"})
+
+
+def gradient_checked(record: rec.Record, variant: rec.Variant) -> bool:
+    """check_float64 checks this variant's gradient (float inputs or trainable weights)."""
+    return bool(record.numeric and variant.out_dtype == "float" and variant.differentiable
+                and (any(i.kind in ("float", "image", "positive") for i in variant.inputs) or variant.weights[0]))
+
+
+def second_order_checked(record: rec.Record, variant: rec.Variant) -> bool:
+    return (gradient_checked(record, variant) and record.name in SECOND_ORDER and not callable(variant.kwargs)
+            and "relu" not in repr(variant.kwargs))
+
+
+def registered(record: rec.Record, variant: rec.Variant) -> list[str]:
+    return ["gradient-fd"] * gradient_checked(record, variant) + ["hvp"] * second_order_checked(record, variant)
 NAMES = [r.name for r in rec.RECORDS]
 
 
@@ -124,6 +157,8 @@ def is_float(variant: rec.Variant, k: int) -> bool:
 @pytest.mark.parametrize("name", NAMES)
 def test_layer_contract(keras: Any, name: str) -> None:
     record = rec.BY_NAME[name]
+    for index, variant in enumerate(record.variants):
+        evidence.registers(FAMILY, f"{name}[{index}]", registered(record, variant))
     failures = [f for index, variant in enumerate(record.variants) for f in check_all(keras, record, variant, index)]
     if failures:
         raise PropertyFailed("\n".join(failures))
@@ -299,13 +334,21 @@ def check_float64(keras: Any, record: rec.Record, variant: rec.Variant, index: i
     if not variant.differentiable or not (floats or layer.trainable_weights):
         return
     with prop(where, "gradient-fd"):
-        check_gradient(keras, layer, variant, xs64, floats, where)
+        problem = check_gradient(keras, layer, variant, xs64, floats, where)
     evidence.covers("gradient-fd")
+    evidence.visits(FAMILY, f"{record.name}[{index}]", "gradient-fd")
+    if not second_order_checked(record, variant):
+        return
+    with prop(where, "hvp"):
+        check_second_order(problem, where)
+    evidence.covers("hvp")
+    evidence.visits(FAMILY, f"{record.name}[{index}]", "hvp")
 
 
 def check_gradient(keras: Any, layer: Any, variant: rec.Variant, xs64: list[Any], floats: list[int],
-                   where: str) -> None:
-    """check_vjp of the float64 layer w.r.t. its float inputs and trainable weights (module docstring)."""
+                   where: str) -> dict[str, Any]:
+    """check_vjp of the float64 layer w.r.t. its float inputs and trainable weights (module docstring);
+    returns the closures check_second_order needs."""
     __tracebackhide__ = True
     import tensorflow as tf
 
@@ -334,13 +377,57 @@ def check_gradient(keras: Any, layer: Any, variant: rec.Variant, xs64: list[Any]
                               output_gradients=tf.constant(cot))
         return [None if g is None else numpy(tf.convert_to_tensor(g)) for g in grads]
 
-    scale = float(np.max(np.abs(f(start)))) if start else 1.0
+    def hvp(arrays: list[np.ndarray], cot: np.ndarray, vs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Reverse over reverse: the gradient of <vjp(cot), v> (nested GradientTapes)."""
+        full = inputs(arrays)
+        targets = [full[k] for k in floats] + [w.value for w in weights]
+        with tf.GradientTape() as outer:
+            for k in floats:
+                outer.watch(full[k])
+            with tf.GradientTape() as inner:
+                for k in floats:
+                    inner.watch(full[k])
+                y = call(layer, full, variant, training=False)
+            gs = inner.gradient(y, targets, output_gradients=tf.constant(cot))
+            dot = tf.add_n([tf.reduce_sum(tf.convert_to_tensor(g) * tf.constant(v)) for g, v in zip(gs, vs)
+                            if g is not None] or [tf.constant(0.0, tf.float64)])
+        hs = outer.gradient(dot, targets)
+        return [np.zeros_like(a) if h is None else numpy(tf.convert_to_tensor(h)) for h, a in zip(hs, arrays)]
+
+    def grad(arrays: list[np.ndarray], cot: np.ndarray) -> list[np.ndarray]:
+        return [np.zeros_like(a) if g is None else g for g, a in zip(vjp(arrays, cot), arrays)]
+
+    y0 = f(start)
+    scale = float(np.max(np.abs(y0))) if start else 1.0
     f_error = tolerance("float64", ops=OPS, reduction=REDUCTION).rtol * max(1.0, scale)
     try:
         check_vjp(f, start, vjp, names=names, f_error=f_error, seed=len(where), directions=len(start) + 1)
     finally:
         for w, a in zip(weights, start[len(floats):]):
             w.assign(a)
+    return {"grad": grad, "hvp": hvp, "start": start, "names": names, "out_shape": y0.shape,
+            "restore": lambda: [w.assign(a) for w, a in zip(weights, start[len(floats):])]}
+
+
+def check_second_order(problem: dict[str, Any], where: str) -> None:
+    """check_hvp: the reverse-over-reverse Hessian-vector product against central differences of the
+    tape's gradient (itself checked by gradient-fd). Error model: the gradient is a float64 reverse
+    pass of the same OPS-deep, REDUCTION-wide computation, so each gradient element's rounding per
+    unit of ||w||_1 is the forward's relative bound times max|J|, the largest Jacobian entry, which
+    the largest element of J^T w for a standard normal w estimates (a column's norm, >= its largest
+    entry): the ``derivative_error`` check_hvp adds to the finite differences' own error."""
+    __tracebackhide__ = True
+    start = problem["start"]
+    rng = np.random.default_rng(len(where))
+    w = rng.standard_normal(problem["out_shape"])
+    g_scale = max((float(np.max(np.abs(g), initial=0.0)) for g in problem["grad"](start, w)), default=0.0)
+    b = tolerance("float64", ops=OPS, reduction=REDUCTION).rtol * max(1.0, g_scale)
+    try:
+        res = check_hvp(problem["grad"], problem["hvp"], start, problem["out_shape"], seed=len(where),
+                        names=problem["names"], derivative_error=b)
+    finally:
+        problem["restore"]()
+    evidence.check("hvp vs finite differences of the gradient", observed=res.max_error_ratio, tolerance=1.0)
 
 
 # ------------------------------------------------------------------ .keras round trip, one model per family
