@@ -61,3 +61,27 @@ def _keras_merge_drops_mask() -> None:
     merge = keras.layers.Add.__mro__[1]  # the Merge base class that every merging layer extends
     for cls in (merge, keras.layers.Concatenate):
         wrap(cls, "compute_mask", lambda orig: lambda self, inputs, mask=None: None)
+
+
+@mutant("keras-softmax-gradient-first-order-only", areas="modules", claims=CLAIMS, target="keras", select="Softmax",
+        cite="https://github.com/tensorflow/tensorflow/issues/7403",
+        bug="Softmax's gradient is right but built from a stop_gradient of the output, so its own derivative "
+            "(the second derivative of the layer) is wrong (issue 7403: 'Incorrect second derivative of softmax "
+            "cross entropy loss', the gradient being correct and the Hessian zero).")
+def _keras_softmax_first_order_only() -> None:
+    import keras
+    import tensorflow as tf
+
+    def make(orig: Any) -> Any:
+        def call(self: Any, inputs: Any, mask: Any = None) -> Any:
+            @tf.custom_gradient
+            def softmax(x: Any) -> Any:
+                y = orig(self, x, mask=mask)
+
+                def grad(dy: Any) -> Any:
+                    s = tf.stop_gradient(y)  # exact to first order, constant to second
+                    return s * (dy - tf.reduce_sum(dy * s, axis=self.axis, keepdims=True))
+                return y, grad
+            return softmax(inputs)
+        return call
+    wrap(keras.layers.Softmax, "call", make)
