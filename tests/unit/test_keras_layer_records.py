@@ -310,3 +310,44 @@ def test_inputs_are_deterministic_and_of_their_kind() -> None:
     assert a[0].dtype == np.int64 and a[0].min() >= 1 and set(a[1]) <= set(rec.TOKENS)
     img = rec.inputs_for(rec.BY_NAME["Rescaling"], rec.BY_NAME["Rescaling"].variants[0], 0, dtype="float64")[0]
     assert img.dtype == np.float64 and img.min() >= 0 and img.max() <= 255
+
+
+def _second_order_problem(scale_hvp: float) -> dict[str, Any]:
+    """f(x, w) = tanh(x @ w) with its exact gradient and an H v scaled by ``scale_hvp`` (1: right)."""
+    x0, w0 = np.random.default_rng(0).standard_normal((2, 3)), np.random.default_rng(1).standard_normal((3, 4))
+
+    def grad(arrays: list[np.ndarray], cot: np.ndarray) -> list[np.ndarray]:
+        x, w = arrays
+        d = cot * (1 - np.tanh(x @ w) ** 2)
+        return [d @ w.T, x.T @ d]
+
+    def hvp(arrays: list[np.ndarray], cot: np.ndarray, vs: list[np.ndarray]) -> list[np.ndarray]:
+        x, w = arrays
+        vx, vw = vs
+        t = np.tanh(x @ w)
+        dz = vx @ w + x @ vw  # the tangent of z = x @ w
+        d = cot * (1 - t ** 2)
+        dd = cot * (-2 * t * (1 - t ** 2)) * dz  # the tangent of d
+        return [scale_hvp * (dd @ w.T + d @ vw.T), scale_hvp * (vx.T @ d + x.T @ dd)]
+
+    return {"grad": grad, "hvp": hvp, "start": [x0, w0], "names": ["input 0", "kernel"], "out_shape": (2, 4),
+            "restore": lambda: None}
+
+
+def test_second_order_check_passes_a_right_hvp_and_fails_a_wrong_one() -> None:
+    suite.check_second_order(_second_order_problem(1.0), "Dense variant 0")
+    from pytest_dlconform.checks.gradients import HessianMismatch
+
+    with pytest.raises(HessianMismatch, match=r"Hessian-vector product for input '(input 0|kernel)' .* is about 10% "
+                                              r"too small \(0\.9 x\)"):
+        suite.check_second_order(_second_order_problem(0.9), "Dense variant 0")
+
+
+def test_second_order_is_registered_only_for_smooth_differentiable_variants() -> None:
+    dense = rec.BY_NAME["Dense"]
+    assert [suite.registered(dense, v) for v in dense.variants] == [["gradient-fd", "hvp"], ["gradient-fd", "hvp"]]
+    einsum = rec.BY_NAME["EinsumDense"]  # variant 1 names relu
+    assert [suite.registered(einsum, v) for v in einsum.variants] == [["gradient-fd", "hvp"], ["gradient-fd"]]
+    assert all(suite.registered(rec.BY_NAME["MaxPooling2D"], v) == ["gradient-fd"]
+               for v in rec.BY_NAME["MaxPooling2D"].variants)
+    assert set(suite.SECOND_ORDER) <= set(rec.BY_NAME), "a second-order name the table does not have"
