@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_dlconform.api import assert_equal, check_hvp, check_vjp, evidence, tolerance
+from pytest_dlconform.api import assert_close, assert_equal, check_hvp, check_vjp, evidence, tolerance
 
 from . import _keras_layer_records as rec
 
@@ -428,6 +428,71 @@ def check_second_order(problem: dict[str, Any], where: str) -> None:
     finally:
         problem["restore"]()
     evidence.check("hvp vs finite differences of the gradient", observed=res.max_error_ratio, tolerance=1.0)
+
+
+# ------------------------------------------------------------------ the functional merge forms
+
+
+def _l2_normalize(x: np.ndarray, axis: int) -> np.ndarray:
+    return x / np.maximum(np.sqrt(np.sum(x * x, axis=axis, keepdims=True)), 1e-12)
+
+
+#: keras.layers' functional interfaces ("Functional interface to the keras.layers.Add layer"): name ->
+#: (number of inputs, keyword arguments, numpy reference in float64, exact). Each returns the layer's
+#: output: elementwise sums, differences, products and means of float32 inputs are one rounding of
+#: the exact value per operation (n - 1 of them), maxima, minima and concatenations are exact, a dot
+#: product of 4 terms (normalised: 4 more per norm) rounds each term and each partial sum.
+MERGE_FUNCTIONS: dict[str, tuple[int, dict[str, Any], Any, bool]] = {
+    "add": (3, {}, lambda xs: xs[0] + xs[1] + xs[2], False),
+    "subtract": (2, {}, lambda xs: xs[0] - xs[1], True),
+    "multiply": (3, {}, lambda xs: xs[0] * xs[1] * xs[2], False),
+    "average": (3, {}, lambda xs: (xs[0] + xs[1] + xs[2]) / 3, False),
+    "maximum": (3, {}, lambda xs: np.maximum(np.maximum(xs[0], xs[1]), xs[2]), True),
+    "minimum": (3, {}, lambda xs: np.minimum(np.minimum(xs[0], xs[1]), xs[2]), True),
+    "concatenate": (2, {"axis": 1}, lambda xs: np.concatenate(xs, axis=1), True),
+    "concatenate(axis=-1)": (2, {}, lambda xs: np.concatenate(xs, axis=-1), True),
+    "dot": (2, {"axes": 1}, lambda xs: np.sum(xs[0] * xs[1], axis=1, keepdims=True), False),
+    "dot(normalize=True)": (2, {"axes": 1, "normalize": True},
+                            lambda xs: np.sum(_l2_normalize(xs[0], 1) * _l2_normalize(xs[1], 1), axis=1, keepdims=True),
+                            False),
+}
+
+
+@pytest.mark.claim(CLAIM)
+@pytest.mark.parametrize("form", list(MERGE_FUNCTIONS))
+def test_functional_merge_form_computes_its_layer(keras: Any, form: str) -> None:
+    """keras.layers.add/subtract/multiply/average/maximum/minimum/concatenate/dot on eager float32
+    inputs return what their layer computes (against a float64 numpy reference, within one float32
+    rounding per operation; exact where no rounding occurs), in the layer's output shape."""
+    n, kwargs, reference, exact = MERGE_FUNCTIONS[form]
+    rng = np.random.default_rng(len(form))
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(n)]
+    got = numpy(getattr(keras.layers, form.split("(")[0])(xs, **kwargs))
+    want = reference([x.astype(np.float64) for x in xs])
+    if exact:
+        assert_equal(got, want.astype(np.float32), what=f"keras.layers.{form} of {n} inputs")
+    else:
+        terms = 12 if "normalize" in form else 4
+        assert_close(got, want, tolerance("float32", ops=terms, reduction=4), what=f"keras.layers.{form} of {n} inputs")
+    evidence.covers("functional-merge")
+
+
+@pytest.mark.claim(CLAIM)
+@pytest.mark.parametrize("name", ["Dense", "Conv1D", "LSTM", "Dot"])
+def test_layers_serialize_and_deserialize_round_trip(keras: Any, name: str) -> None:
+    """keras.layers.serialize returns the layer's configuration as a dict, deserialize rebuilds a layer
+    of the same class and config (the docstrings' round trip), for one variant of a few families."""
+    record = rec.BY_NAME[name]
+    variant = record.variants[-1]
+    layer = build(keras, record, variant)
+    config = keras.layers.serialize(layer)
+    assert isinstance(config, dict) and config.get("config") == layer.get_config(), (
+        f"keras.layers.serialize({name}) gave {config!r}, whose 'config' should be the layer's get_config()")
+    again = keras.layers.deserialize(config)
+    assert type(again) is type(layer) and again.get_config() == layer.get_config(), (
+        f"keras.layers.deserialize(serialize({name})) gave {type(again).__name__} with config {again.get_config()}, "
+        f"expected {type(layer).__name__} with {layer.get_config()}")
+    evidence.covers("serialize")
 
 
 # ------------------------------------------------------------------ .keras round trip, one model per family

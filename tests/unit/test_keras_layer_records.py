@@ -351,3 +351,24 @@ def test_second_order_is_registered_only_for_smooth_differentiable_variants() ->
     assert all(suite.registered(rec.BY_NAME["MaxPooling2D"], v) == ["gradient-fd"]
                for v in rec.BY_NAME["MaxPooling2D"].variants)
     assert set(suite.SECOND_ORDER) <= set(rec.BY_NAME), "a second-order name the table does not have"
+
+
+@pytest.mark.parametrize(("form", "wrong", "message"), [
+    ("average", lambda xs, **k: xs[0] + xs[1] + xs[2], r"keras.layers.average of 3 inputs"),
+    ("subtract", lambda xs, **k: xs[1] - xs[0], r"keras.layers.subtract of 2 inputs: expected bitwise equality"),
+    ("dot(normalize=True)", lambda xs, axes, normalize: np.sum(xs[0] * xs[1], axis=axes, keepdims=True),
+     r"keras.layers.dot\(normalize=True\) of 2 inputs"),
+    ("concatenate(axis=-1)", lambda xs, **k: np.concatenate(xs[::-1], axis=-1), r"keras.layers.concatenate\(axis=-1\)"),
+])
+def test_functional_merge_check_fails_a_wrong_form(form: str, wrong: Any, message: str) -> None:
+    fake = SimpleNamespace(layers=SimpleNamespace(**{form.split("(")[0]: wrong}))
+    with pytest.raises(AssertionError, match=message):
+        suite.test_functional_merge_form_computes_its_layer(fake, form)
+
+
+def test_functional_merge_check_passes_the_numpy_forms() -> None:
+    right = SimpleNamespace(layers=SimpleNamespace(
+        add=lambda xs: xs[0] + xs[1] + xs[2], average=lambda xs: (xs[0] + xs[1] + xs[2]) / np.float32(3),
+        concatenate=lambda xs, axis=-1: np.concatenate(xs, axis=axis)))
+    for form in ("add", "average", "concatenate", "concatenate(axis=-1)"):
+        suite.test_functional_merge_form_computes_its_layer(right, form)
