@@ -226,8 +226,9 @@ def _index_class(catalog: Catalog, name: str, cls: type) -> None:
     _add(catalog.classes, id(cls), name)
     catalog.keep.append(cls)
     for attr, raw in vars(cls).items():
+        # __add__: documented operators of public classes (Dataset + Dataset is a ConcatDataset)
         if attr.startswith("_") and attr not in ("__init__", "__new__", "__call__", "__enter__", "__exit__",
-                                                 "__iter__", "__next__", "__getitem__", "__len__"):
+                                                 "__iter__", "__next__", "__getitem__", "__len__", "__add__"):
             continue
         is_static = isinstance(raw, staticmethod) and attr != "__new__"  # __new__'s first argument is the class
         func = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
