@@ -25,7 +25,8 @@ LOG_VAR = "DLCONFORM_MUTANT_LOG"  # where each process records that it applied (
 AREAS = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision")
 # The modules that hold the library, one per claim area (a mutant's first area is its module's).
 LIBRARY = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision", "schedulers",
-           "keras_optimizers", "losses", "nn_modules", "keras_layers", "tf_math", "tf_nn", "torch_functional")
+           "keras_optimizers", "losses", "nn_modules", "keras_layers", "tf_math", "tf_nn", "torch_functional",
+           "torch_protocols", "tfdata_api")
 
 
 @dataclass(frozen=True)
