@@ -40,6 +40,24 @@ decays the variable by lr wd theta; then the rule. use_ema: new_average = m old 
 after each call (the average starts at the first updated value: the docstring leaves the start
 open; keras PR 18972 fixed it to that), and every ema_overwrite_frequency calls the variable is
 overwritten by its average.
+
+Muon (Keras 3.15.1 docstring, its cited original implementation of K. Jordan and Liu et al.
+2025): a variable that is not 2-D, an embedding when exclude_embeddings, or one whose path
+matches an exclude_layers entry takes the AdamW step (the Adam rule above with adam_beta_1,
+adam_beta_2, epsilon, at learning_rate * adam_lr_ratio, decayed by adam_weight_decay); any other
+variable the Muon step: the "internal SGD" momentum as keras.optimizers.SGD documents it
+(buf = momentum buf + g; Nesterov: g + momentum buf), orthogonalised by ns_steps Newton-Schulz
+iterations X <- a X + (b A + c A A) X, A = X X^T, with (a, b, c) = (muon_a, muon_b, muon_c),
+started from X = G / (||G||_F + 1e-7), on the transpose when G has more rows than columns (the
+original implementation); scaled by rms_rate sqrt(max(n, m)) (Liu et al.; None: unscaled, "Set to
+None to disable this feature"); weight_decay decays the Muon variables (lr wd theta, decoupled).
+
+ScheduleFreeAdamW: Defazio et al. 2024, Algorithm 1 (Schedule-Free AdamW), which the cited
+repository's reference implementation follows: z_1 = x_1 = y_1 = theta_0;
+gamma_t = lr sqrt(1 - b2^t) min(1, t / warmup_steps); v_t = b2 v + (1 - b2) g^2;
+z_{t+1} = z_t - gamma_t g / (sqrt(v_t) + eps) - gamma_t wd y_t;
+c_{t+1} = gamma_t^2 / sum_{i<=t} gamma_i^2; x_{t+1} = (1 - c) x_t + c z_{t+1};
+the variable (the training point) y_{t+1} = (1 - b1) z_{t+1} + b1 x_{t+1}.
 """
 
 from __future__ import annotations
@@ -201,7 +219,73 @@ def adafactor(theta, g, s, t, lr, o):
     return theta - alpha * u
 
 
-RULES: dict[str, Rule] = {"SGD": sgd, "Adam": adam, "AdamW": adam, "Adamax": adamax, "Nadam": nadam,
+def newton_schulz(g: np.ndarray, steps: int, a: float, b: float, c: float) -> np.ndarray:
+    """Muon's orthogonalisation: ``steps`` iterations X <- a X + (b A + c A A) X, A = X X^T, from
+    X = G / (||G||_F + 1e-7), on G^T when G has more rows than columns."""
+    tall = g.shape[0] > g.shape[1]
+    x = g.T if tall else g
+    x = x / (float(np.linalg.norm(x)) + 1e-7)
+    for _ in range(steps):
+        aa = x @ x.T
+        x = a * x + (b * aa + c * aa @ aa) @ x
+    return x.T if tall else x
+
+
+MUON_ABC = (3.4445, -4.775, 2.0315)
+
+
+def muon(theta, g, s, t, lr, o):
+    """One Muon call on one variable (``o["_adamw"]``: this variable takes the AdamW step)."""
+    if o.get("_adamw"):
+        adam_o = {"beta_1": o.get("adam_beta_1", 0.9), "beta_2": o.get("adam_beta_2", 0.999),
+                  "epsilon": o.get("epsilon", 1e-7)}
+        return adam(theta, g, s, t, lr * o.get("adam_lr_ratio", 1.0), adam_o)
+    mu = o.get("momentum", 0.95)
+    buf = mu * s.get("buf", 0.0) + g
+    s["buf"] = buf
+    u = g + mu * buf if o.get("nesterov", True) else buf
+    a, b, c = o.get("muon_a", MUON_ABC[0]), o.get("muon_b", MUON_ABC[1]), o.get("muon_c", MUON_ABC[2])
+    x = newton_schulz(u, o.get("ns_steps", 5), a, b, c)
+    rms = o.get("rms_rate", 0.2)
+    scale = 1.0 if rms is None else rms * math.sqrt(max(theta.shape))
+    return theta - lr * scale * x
+
+
+def muon_takes_adamw(shape: tuple[int, ...], path: str, opts: Mapping[str, Any]) -> bool:
+    """The docstring's routing: not 2-D, an embedding (exclude_embeddings, default True), or a
+    path containing an exclude_layers keyword."""
+    if len(shape) != 2:
+        return True
+    if opts.get("exclude_embeddings", True) and "embedding" in path.lower():
+        return True
+    return any(k in path for k in (opts.get("exclude_layers") or ()))
+
+
+def schedule_free_run(data: Sequence[Mapping[str, np.ndarray]], opts: Mapping[str, Any], base: Mapping[str, Any],
+                      steps: int) -> list[list[np.ndarray]]:
+    """ScheduleFreeAdamW by Defazio et al. Algorithm 1 (see the module docstring); ``base``:
+    learning_rate (a float) and weight_decay. Returns the variables (y) after each call."""
+    b1, b2 = opts.get("beta_1", 0.9), opts.get("beta_2", 0.999)
+    eps, warm = opts.get("epsilon", 1e-8), opts.get("warmup_steps", 0)
+    wd = base.get("weight_decay") or 0.0
+    ys = [np.array(d["theta0"], dtype=np.float64) for d in data]
+    zs, xs, vs = [y.copy() for y in ys], [y.copy() for y in ys], [np.zeros_like(y) for y in ys]
+    weight_sum, history = 0.0, []
+    for t in range(1, steps + 1):
+        grads = [gradient(y, d, t) for y, d in zip(ys, data)]
+        gamma = float(base["learning_rate"]) * math.sqrt(1 - b2 ** t) * (min(1.0, t / warm) if warm else 1.0)
+        weight_sum += gamma * gamma
+        c = gamma * gamma / weight_sum
+        for i, g in enumerate(grads):
+            vs[i] = b2 * vs[i] + (1 - b2) * g * g
+            zs[i] = zs[i] - gamma * g / (np.sqrt(vs[i]) + eps) - gamma * wd * ys[i]
+            xs[i] = (1 - c) * xs[i] + c * zs[i]
+            ys[i] = (1 - b1) * zs[i] + b1 * xs[i]
+        history.append([y.copy() for y in ys])
+    return history
+
+
+RULES: dict[str, Rule] = {"Muon": muon, "SGD": sgd, "Adam": adam, "AdamW": adam, "Adamax": adamax, "Nadam": nadam,
                           "Adagrad": adagrad, "Adadelta": adadelta, "RMSprop": rmsprop, "Lion": lion, "Lamb": lamb,
                           "Ftrl": ftrl, "Adafactor": adafactor}
 
@@ -222,14 +306,18 @@ def clip(grads: list[np.ndarray], base: Mapping[str, Any]) -> list[np.ndarray]:
 
 
 def reference_run(name: str, data: Sequence[Mapping[str, np.ndarray]], opts: Mapping[str, Any],
-                  base: Mapping[str, Any], steps: int) -> tuple[list[list[np.ndarray]], list[np.ndarray] | None]:
+                  base: Mapping[str, Any], steps: int, per_variable: Sequence[Mapping[str, Any]] | None = None,
+                  ) -> tuple[list[list[np.ndarray]], list[np.ndarray] | None]:
     """``steps`` calls of optimizer ``name`` with its own ``opts`` and the shared options ``base``
     (learning_rate: float or ("exp", ...); weight_decay, clipnorm, global_clipnorm, clipvalue,
     use_ema, ema_momentum, ema_overwrite_frequency, gradient_accumulation_steps; the gradients are
     the objective's, so loss_scale_factor changes nothing here). Returns the variables after each
-    call and, with use_ema, the moving averages after the last call (else None)."""
+    call and, with use_ema, the moving averages after the last call (else None). ``per_variable``:
+    options merged into ``opts`` for each variable (Muon's ``_adamw`` routing); a ``_weight_decay``
+    there replaces base's weight_decay for that variable (Muon's adam_weight_decay)."""
     rule = RULES[name]
-    o = dict(opts) | {"_schedule": isinstance(base["learning_rate"], tuple)}
+    o0 = dict(opts) | {"_schedule": isinstance(base["learning_rate"], tuple)}
+    os_ = [o0 | dict(p) for p in per_variable] if per_variable is not None else [o0 for _ in data]
     thetas = [np.array(d["theta0"], dtype=np.float64) for d in data]
     states: list[dict[str, Any]] = [{} for _ in data]
     k = base.get("gradient_accumulation_steps") or 1
@@ -243,10 +331,9 @@ def reference_run(name: str, data: Sequence[Mapping[str, np.ndarray]], opts: Map
             lr = schedule_lr(base["learning_rate"], i - 1)
             mean = clip([a / k for a in acc], base)
             acc = [np.zeros_like(th) for th in thetas]
-            wd = base.get("weight_decay")
-            if wd:
-                thetas = [th - th * wd * lr for th in thetas]
-            thetas = [rule(th, g, st, i // k, lr, o) for th, g, st in zip(thetas, mean, states)]
+            wds = [o.get("_weight_decay", base.get("weight_decay")) for o in os_]
+            thetas = [th - th * wd * lr if wd else th for th, wd in zip(thetas, wds)]
+            thetas = [rule(th, g, st, i // k, lr, o) for th, g, st, o in zip(thetas, mean, states, os_)]
         if base.get("use_ema"):
             m = base.get("ema_momentum", 0.99)
             avg = [th.copy() for th in thetas] if avg is None else [m * a + (1 - m) * th for a, th in zip(avg, thetas)]

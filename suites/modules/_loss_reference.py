@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -622,3 +623,44 @@ def gaussian_nll_grads(x: np.ndarray, y: np.ndarray, var: np.ndarray, eps: float
     v = np.maximum(var, eps)
     d = x - y
     return d / v, 0.5 * (1 / v - d * d / (v * v))
+
+
+# ----------------------------------------------------------------- keras.losses.Circle
+
+
+def k_circle(y: np.ndarray, p: np.ndarray, gamma: float = 80.0, margin: float = 0.4, remove_diagonal: bool = True,
+             ref_labels: np.ndarray | None = None, ref_embeddings: np.ndarray | None = None) -> np.ndarray:
+    """keras.losses.circle / Circle, by the paper its docstring cites (Sun et al. 2020, eq. 6 with
+    the recommended O_p = 1 + m, O_n = -m, Delta_p = 1 - m, Delta_n = m): for each anchor i, with
+    s the cosine similarities s_ij = <p_i, r_j> of the L2-normalised embeddings, positives the
+    references of the same label (without the anchor itself when remove_diagonal) and negatives
+    the others, alpha_p = [1 + m - s_p]_+, alpha_n = [s_n + m]_+,
+    loss_i = log(1 + sum_n exp(gamma alpha_n (s_n - m)) sum_p exp(-gamma alpha_p (s_p - 1 + m))).
+    ``ref_labels`` / ``ref_embeddings`` default to the batch's own."""
+    r = p if ref_embeddings is None else ref_embeddings
+    rl = y if ref_labels is None else ref_labels
+    s = p @ r.T
+    pos = y.astype(np.int64)[:, None] == rl.astype(np.int64)[None, :]
+    neg = ~pos
+    if remove_diagonal:
+        pos = pos & ~np.eye(len(y), len(rl), dtype=bool)
+    ap = np.maximum(1 + margin - s, 0.0)
+    an = np.maximum(s + margin, 0.0)
+    lp = np.where(pos, -gamma * ap * (s - (1 - margin)), -np.inf)
+    ln = np.where(neg, gamma * an * (s - margin), -np.inf)
+    out = []
+    for i in range(len(y)):
+        terms = np.concatenate([ln[i][neg[i]][:, None] + lp[i][pos[i]][None, :]]).ravel()
+        out.append(np.logaddexp(0.0, _logsumexp(terms)) if terms.size else 0.0)
+    return np.asarray(out)
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    m = float(np.max(x))
+    return m + float(np.log(np.sum(np.exp(x - m))))
+
+
+def k_circle_scale(y: np.ndarray, p: np.ndarray, gamma: float = 80.0, margin: float = 0.4, **_: Any) -> float:
+    """The magnitude of the exponents that cancel in k_circle: gamma (1 + 2 m)(2 + m) bounds
+    |gamma alpha (s - Delta)| for |s| <= 1, twice (one positive and one negative exponent)."""
+    return 2 * gamma * (1 + 2 * margin) * (2 + margin)

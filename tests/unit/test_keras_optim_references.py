@@ -149,4 +149,102 @@ def test_covering_arrays_cover_every_pair():
         factors = suite._own_factors(info)
         assert not optim.uncovered(optim.pairwise(factors), factors), info.name
     assert not optim.uncovered(suite.SHARED_ROWS, suite.SHARED, suite._shared_valid)
-    assert {r["optimizer"] for r in suite.SHARED_ROWS} == set(suite.BY_NAME)
+    assert {r["optimizer"] for r in suite.SHARED_ROWS} == {i.name for i in suite.INFOS}
+
+
+# ----------------------------------------------------------------- Muon, ScheduleFreeAdamW, subclass
+
+
+def test_newton_schulz_orthogonalises_and_transposes_tall_matrices():
+    """With the classic cubic (1.5, -0.5, 0) and many steps the iteration converges to U V^T of
+    the SVD; a tall matrix gives the transpose of its transpose's result."""
+    g = np.random.default_rng(0).normal(size=(3, 4))
+    u, _, vt = np.linalg.svd(g, full_matrices=False)
+    np.testing.assert_allclose(ref.newton_schulz(g, 60, 1.5, -0.5, 0.0), u @ vt, atol=1e-9)
+    np.testing.assert_allclose(ref.newton_schulz(g.T, 5, *ref.MUON_ABC), ref.newton_schulz(g, 5, *ref.MUON_ABC).T,
+                               atol=1e-15)
+
+
+MUON_ROUTING = [{"_adamw": False}, {"_adamw": False}, {"_adamw": True, "_weight_decay": None},
+                {"_adamw": True, "_weight_decay": None}]
+MUON_DATA = ref.problem(suite.MUON_SHAPES)
+MUON_OPTS: dict[str, Any] = dict(suite.BY_NAME["Muon"].fixed)
+
+
+def _muon_history(opts: Mapping[str, Any], routing=MUON_ROUTING, base=BASE) -> list[list[np.ndarray]]:
+    return ref.reference_run("Muon", MUON_DATA, opts, base, suite.STEPS, per_variable=routing)[0]
+
+
+@pytest.mark.parametrize("wrong", [
+    {"nesterov": False},  # plain momentum for Nesterov
+    {"muon_a": 3.4445, "muon_b": -4.7750, "muon_c": 2.0},  # a rounded coefficient
+    {"ns_steps": 4},  # one Newton-Schulz iteration short
+    {"rms_rate": 0.25},  # an unrequested rms scaling
+    {"momentum": 0.5},
+])
+def test_muon_check_fails_wrong_rules(wrong):
+    right = _muon_history(MUON_OPTS)
+    with pytest.raises(ToleranceExceeded, match="Muon wrong twin"):
+        suite.compare_history("Muon", _muon_history(MUON_OPTS | wrong), right, "Muon wrong twin")
+
+
+def test_muon_check_fails_wrong_routing_and_the_adam_fallback_learning_rate():
+    """A 1-D variable sent through Newton-Schulz (as a 1x4 matrix would be), an embedding left to
+    Muon, and adam_lr_ratio ignored: each fails."""
+    right = _muon_history(MUON_OPTS | {"adam_lr_ratio": 0.5})
+    no_ratio = _muon_history(MUON_OPTS | {"adam_lr_ratio": 1.0})
+    with pytest.raises(ToleranceExceeded, match="variable 2"):
+        suite.compare_history("Muon", no_ratio, right, "Muon wrong twin")
+    emb_muon = [*MUON_ROUTING[:3], {"_adamw": False}]
+    with pytest.raises(ToleranceExceeded, match="variable 3"):
+        suite.compare_history("Muon", _muon_history(MUON_OPTS, emb_muon), _muon_history(MUON_OPTS), "Muon wrong twin")
+
+
+def test_muon_routing_follows_the_docstring():
+    assert ref.muon_takes_adamw((4,), "bias", {})
+    assert ref.muon_takes_adamw((5, 3), "tok_embedding", {})
+    assert not ref.muon_takes_adamw((5, 3), "tok_embedding", {"exclude_embeddings": False})
+    assert ref.muon_takes_adamw((4, 3), "tall", {"exclude_layers": ["tall"]})
+    assert not ref.muon_takes_adamw((3, 4), "kernel", {"exclude_layers": ["tall"]})
+
+
+SF_OPTS = {"beta_1": 0.875, "beta_2": 0.9921875, "epsilon": 0.0, "warmup_steps": 3}
+
+
+def _sf_aliased(opts: Mapping[str, Any], base: Mapping[str, Any]) -> list[list[np.ndarray]]:
+    """Keras 3.15.1's ScheduleFreeAdamW (the finding): x from the updated z, weights 1/t."""
+    b1, b2 = opts["beta_1"], opts["beta_2"]
+    ys = [np.array(d["theta0"]) for d in DATA]
+    zs, vs, out = [y.copy() for y in ys], [np.zeros_like(y) for y in ys], []
+    for t in range(1, suite.STEPS + 1):
+        grads = [ref.gradient(y, d, t) for y, d in zip(ys, DATA)]
+        lr = base["learning_rate"] * min(1.0, t / opts["warmup_steps"])
+        for i, g in enumerate(grads):
+            vs[i] = b2 * vs[i] + (1 - b2) * g * g
+            zs[i] = zs[i] - lr * g / (np.sqrt(vs[i] / (1 - b2 ** t)) + opts["epsilon"])
+            x = (1 - 1 / t) * (ys[i] - (1 - b1) * zs[i]) / b1 + zs[i] / t
+            ys[i] = (1 - b1) * zs[i] + b1 * x
+        out.append([y.copy() for y in ys])
+    return out
+
+
+def test_schedule_free_check_fails_the_keras_recursion_and_accepts_the_paper():
+    right = ref.schedule_free_run(DATA, SF_OPTS, BASE, suite.STEPS)
+    suite.compare_history("ScheduleFreeAdamW", right, right, "the reference itself")
+    with pytest.raises(ToleranceExceeded, match="after call 2"):
+        suite.compare_history("ScheduleFreeAdamW", _sf_aliased(SF_OPTS, BASE), right, "ScheduleFreeAdamW wrong twin")
+
+
+def test_schedule_free_reference_first_call_is_the_z_step():
+    """At t = 1, c = 1: x = z and y = z = theta0 - gamma_1 g / (sqrt(v_1) + eps)."""
+    opts = SF_OPTS | {"warmup_steps": 0}
+    got = ref.schedule_free_run(DATA, opts, BASE, 1)[0][0]
+    g = ref.gradient(DATA[0]["theta0"], DATA[0], 1)
+    gamma = 0.125 * math.sqrt(1 - 0.9921875)
+    np.testing.assert_allclose(got, DATA[0]["theta0"] - gamma * g / np.sqrt((1 - 0.9921875) * g * g), rtol=1e-14)
+
+
+def test_covering_arrays_of_the_new_tests_cover_every_pair():
+    assert not optim.uncovered(suite.MUON_ROWS, suite.MUON_FACTORS, suite._muon_valid)
+    assert not optim.uncovered(suite.SF_ROWS, suite.SF_FACTORS)
+    assert not optim.uncovered(suite.USER_ROWS, suite.USER_FACTORS)

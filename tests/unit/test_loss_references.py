@@ -250,3 +250,54 @@ def test_elementwise_gradient_check_fails_huber_without_the_delta_clip():
     scale = float(np.size(inputs[0])) if row["reduction"] == "mean" else 1.0
     with pytest.raises(ToleranceExceeded, match="HuberLoss"):
         tl.compare_elementwise_gradient(name, row, inputs, kw, [(inputs[0] - inputs[1]) / scale])
+
+
+def test_keras_circle_reference_matches_the_papers_pairwise_sum():
+    """k_circle is the paper's log(1 + sum_n sum_p exp(...)): checked against the plain double sum
+    (no logsumexp), and remove_diagonal drops exactly the self-pairs."""
+    rng = np.random.default_rng(3)
+    y, p = tl._k_circle(rng, {})
+    g, m = 4.0, 0.25
+    s = p @ p.T
+    want = []
+    for i in range(len(y)):
+        total = 0.0
+        for j in range(len(y)):
+            for k in range(len(y)):
+                if y[j] == y[i] and j != i and y[k] != y[i]:
+                    an, ap = max(s[i, k] + m, 0.0), max(1 + m - s[i, j], 0.0)
+                    total += math.exp(g * an * (s[i, k] - m)) * math.exp(-g * ap * (s[i, j] - 1 + m))
+        want.append(math.log1p(total))
+    np.testing.assert_allclose(ref.k_circle(y, p, gamma=g, margin=m), want, rtol=1e-12)
+    assert not np.allclose(ref.k_circle(y, p, gamma=g, margin=m, remove_diagonal=False), want)
+
+
+def test_keras_check_fails_circle_with_distance_for_similarity_or_a_wrong_margin():
+    """The Circle check fails the paper's formula with the margin replaced by 1 - m (the roles of
+    Delta_p = 1 - m and Delta_n = m swapped) and one on embeddings left at half length (dot
+    products, not cosine similarities)."""
+    info, row, y, p, per_sample, good, tol = _keras_case("Circle", reduction="sum")
+    opts = tl._keras_options(info, row)
+    sw = tl._sample_weight(row["sample_weight"], per_sample.shape)
+    swapped = ref.k_circle(y, p, gamma=opts["gamma"], margin=1 - opts["margin"],
+                           remove_diagonal=opts["remove_diagonal"])
+    for wrong_ps in (swapped, ref.k_circle(y, p * 0.5, **opts)):
+        with pytest.raises(ToleranceExceeded, match="Circle"):
+            assert_close(ref.keras_reduce(wrong_ps, "sum", sw), good, tol, what=tl._case_id(info.name, row))
+
+
+def test_keras_reduce_none_string_and_wrong_denominators_fail():
+    """The Loss-subclass check's reference: "none" is no aggregation like None, and a
+    sum_over_batch_size that divides by the weights' sum (or mean_with_sample_weight by the count)
+    is rejected by the subclass test's tolerance."""
+    rng = np.random.default_rng(1)
+    per = rng.uniform(0.1, 2.0, size=(5, 3))
+    sw = tl._sample_weight("per-sample", per.shape)
+    np.testing.assert_array_equal(ref.keras_reduce(per, "none", sw), ref.keras_reduce(per, None, sw))
+    tol = tl.tolerance("float64", ops=4, reduction=per.size, magnitude=10.0)
+    good = ref.keras_reduce(per, "sum_over_batch_size", sw)
+    with pytest.raises(ToleranceExceeded, match="sum_over_batch_size"):
+        assert_close(np.sum(per * sw) / np.sum(np.broadcast_to(sw, per.shape)), good, tol, what="sum_over_batch_size")
+    good = ref.keras_reduce(per, "mean_with_sample_weight", sw)
+    with pytest.raises(ToleranceExceeded, match="mean_with_sample_weight"):
+        assert_close(np.sum(per * sw) / per.size, good, tol, what="mean_with_sample_weight")

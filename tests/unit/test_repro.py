@@ -208,6 +208,19 @@ CASES = {
         lambda m: {"torch.func.jvp of torch.func.vjp": m.expected(), "forward_ad dual over autograd.grad": m.expected()},
         lambda m: {"torch.func.jvp of torch.func.vjp": RuntimeError("ZeroTensors are immutable."),
                    "forward_ad dual over autograd.grad": m.expected()}),
+    "tf_data_save_checkpoint_args_load.py": (
+        lambda m: m.expected(),
+        lambda m: {**m.expected(), "range(6), checkpoint_interval=2": (
+            "InternalError after [0, 1]: Expected 1 components but got 0. [Op:IteratorGetNext] name:")}),
+    "tf_data_with_options_conflict.py": (
+        lambda m: m.expected(), lambda m: dict.fromkeys(m.CASES, "no error; options() reports 3")),
+    "keras_schedule_free_adamw_x_from_updated_z.py": (
+        lambda m: m.expected(),
+        lambda m: [y + np.array([5e-3, -5e-3, 5e-3]) * (t == 1) for t, y in enumerate(m.expected())]),
+    "keras_muon_float64_rms_rate.py": (
+        lambda m: m.expected(),
+        lambda m: "InvalidArgumentError: cannot compute Mul as input #1(zero-based) was expected to be a double "
+                  "tensor but is a float tensor"),
 }
 
 

@@ -75,3 +75,21 @@ def _keras_deserialize_misses_adamw() -> None:
     from keras.src import optimizers
 
     optimizers.ALL_OBJECTS_DICT.pop("adamw", None)
+
+
+@mutant("keras-muon-aspect-ratio-scale", areas="modules", claims=CLAIMS, target="keras",
+        select="test_keras_muon_follows",
+        cite="https://github.com/keras-team/keras/pull/21859",
+        bug="Muon scales its orthogonalised update by the KellerJordan factor max(1, rows/cols)^0.5 instead of "
+            "Moonlight's rms_rate * sqrt(max(rows, cols)) (PR 21859 replaced 'max(d_out/d_in, 1)**0.5' by "
+            "'max(d_out, d_in) * rate' and added rms_rate).")
+def _keras_muon_aspect_ratio_scale() -> None:
+    from keras.src.optimizers import muon
+
+    def make(orig: Any) -> Any:
+        def lr_adjust(self: Any, x: Any) -> Any:
+            if self.rms_rate is None:
+                return x
+            return x * max(1.0, x.shape[0] / x.shape[1]) ** 0.5
+        return lr_adjust
+    wrap(muon.Muon, "lr_adjust", make)

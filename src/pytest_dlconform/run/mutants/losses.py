@@ -91,3 +91,31 @@ def _keras_mean_with_sample_weight_over_count() -> None:
             return orig(values, sample_weight, reduction)
         return reduce_values
     wrap(loss_module, "reduce_values", make)
+
+
+@mutant("keras-circle-negative-margin-sign", areas="modules", claims="modules.keras.losses", target="keras",
+        select="keras and Circle", cite="https://github.com/xiangli13/circle-loss/issues/3",
+        bug="Circle loss with the negatives' decision margin Delta_n = -m instead of the paper's m (issue 3 of "
+            "xiangli13/circle-loss: 'your code: margin_n = -self.margin, but in the paper, it is self.margin').")
+def _keras_circle_negative_margin_sign() -> None:
+    import keras
+    from keras.src.losses import losses
+
+    ops = keras.ops
+
+    def make(orig: Any) -> Any:
+        def circle(y_true: Any, y_pred: Any, ref_labels: Any = None, ref_embeddings: Any = None,
+                   remove_diagonal: bool = True, gamma: float = 80, margin: float = 0.4) -> Any:
+            y_pred = ops.convert_to_tensor(y_pred)
+            y_true = ops.cast(y_true, "int32")
+            ref_e = y_pred if ref_embeddings is None else ops.convert_to_tensor(ref_embeddings)
+            ref_l = y_true if ref_labels is None else ops.cast(ref_labels, "int32")
+            s = ops.matmul(y_pred, ops.transpose(ref_e))
+            pos, neg = losses.build_pos_neg_masks(y_true, ref_l, remove_diagonal=remove_diagonal)
+            ap = ops.maximum(1 + margin - s, 0.0)
+            an = ops.maximum(s + margin, 0.0)
+            lp = ops.logsumexp(ops.where(pos, -gamma * ap * (s - (1 - margin)), float("-inf")), axis=1)
+            ln = ops.logsumexp(ops.where(neg, gamma * an * (s + margin), float("-inf")), axis=1)  # the bug: -m
+            return ops.softplus(lp + ln)
+        return circle
+    wrap(losses, "circle", make)
