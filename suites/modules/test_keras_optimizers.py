@@ -67,6 +67,7 @@ from pytest_dlconform.api import Tolerance, assert_close, assert_equal, evidence
 from . import _keras_optim_reference as ref
 
 UPDATE = "modules.keras.optimizer-update-rules"
+FAMILY = "keras.optimizers"  # the combinations ledger's family of these records
 STEPS = 6
 K = 4.0
 SHAPES = ((3, 4), (4,))
@@ -254,6 +255,7 @@ def check_rule(keras, name: str, own: Mapping[str, Any], base: Mapping[str, Any]
 @pytest.mark.claim(UPDATE)
 @pytest.mark.parametrize(("name", "row"), OWN_CASES, ids=[_case_id(n, r) for n, r in OWN_CASES])
 def test_keras_optimizer_follows_its_documented_rule(keras, name, row):
+    evidence.registers(FAMILY, name, [_case_id(n, r) for n, r in OWN_CASES if n == name], own=_case_id(name, row))
     own, base = _split(name, row)
     worst = check_rule(keras, name, own, base, _case_id(name, row))
     evidence.note(worst_error_in_tolerances=worst, steps=STEPS)
@@ -264,6 +266,7 @@ def test_keras_optimizer_follows_its_documented_rule(keras, name, row):
         evidence.covers("learning_rate.schedule")
     if base.get("weight_decay"):
         evidence.covers("weight_decay")
+    evidence.visits(FAMILY, name, _case_id(name, row))
 
 
 SHARED_MODES = {"clipnorm", "global_clipnorm", "clipvalue", "use_ema", "ema_overwrite_frequency",
@@ -273,6 +276,8 @@ SHARED_MODES = {"clipnorm", "global_clipnorm", "clipvalue", "use_ema", "ema_over
 @pytest.mark.claim(UPDATE)
 @pytest.mark.parametrize("row", SHARED_ROWS, ids=[_case_id(r["optimizer"], r) for r in SHARED_ROWS])
 def test_keras_optimizer_shared_options_follow_their_documentation(keras, row):
+    evidence.registers(FAMILY, "shared options", [_case_id(r["optimizer"], r) for r in SHARED_ROWS],
+                       own=_case_id(row["optimizer"], row))
     name = row["optimizer"]
     own, base = _split(name, row)
     if name == "AdamW" and "weight_decay" not in base:
@@ -283,6 +288,7 @@ def test_keras_optimizer_shared_options_follow_their_documentation(keras, row):
         evidence.covers(k)
     if isinstance(base["learning_rate"], tuple):
         evidence.covers("learning_rate.schedule")
+    evidence.visits(FAMILY, "shared options", _case_id(row["optimizer"], row))
 
 
 @pytest.mark.claim(UPDATE)
@@ -452,6 +458,7 @@ def test_keras_muon_follows_its_documented_rule(keras, row):
     rms_rate scaling of Liu et al., adam_lr_ratio, weight_decay / adam_weight_decay, against
     ``_keras_optim_reference.muon``; float64, or float32 where rms_rate is set (see
     test_keras_muon_rms_rate_on_float64_variables)."""
+    evidence.registers(FAMILY, "Muon", [_case_id("Muon", r) for r in MUON_ROWS], own=_case_id("Muon", row))
     own, base, routing = _muon_split(row)
     dtype = "float64" if row["rms_rate"] is None else "float32"
     label = _case_id("Muon", row)
@@ -478,6 +485,7 @@ def test_keras_muon_follows_its_documented_rule(keras, row):
     for k in ("clipnorm", "global_clipnorm", "clipvalue", "gradient_accumulation_steps"):
         if k in base:
             evidence.covers(k)
+    evidence.visits(FAMILY, "Muon", _case_id("Muon", row))
 
 
 @pytest.mark.claim(UPDATE)
@@ -507,6 +515,8 @@ def test_keras_schedule_free_adamw_follows_the_paper(keras, row):
     momentum and x") after every call equal Defazio et al.'s Algorithm 1
     (``_keras_optim_reference.schedule_free_run``) with beta_1, beta_2, epsilon, warmup_steps
     ("the learning rate linearly increases from 0"), the learning rate and weight_decay."""
+    evidence.registers(FAMILY, "ScheduleFreeAdamW", [_case_id("ScheduleFreeAdamW", r) for r in SF_ROWS],
+                       own=_case_id("ScheduleFreeAdamW", row))
     own, base = _split("ScheduleFreeAdamW", row)
     label = _case_id("ScheduleFreeAdamW", row)
     data = ref.problem(SHAPES)
@@ -519,6 +529,7 @@ def test_keras_schedule_free_adamw_follows_the_paper(keras, row):
         evidence.covers(f"ScheduleFreeAdamW.{k}")
     if base.get("weight_decay"):
         evidence.covers("ScheduleFreeAdamW.weight_decay")
+    evidence.visits(FAMILY, "ScheduleFreeAdamW", _case_id("ScheduleFreeAdamW", row))
 
 
 # ----------------------------------------------------------------- MultiOptimizer / OptimizerMap
@@ -658,6 +669,7 @@ def test_keras_optimizer_subclass_per_its_docstring(keras, row):
     with the base class's shared options (clipping, weight_decay, gradient_accumulation_steps, a
     learning-rate schedule) applied around its update_step; from_config(get_config()) gives back
     its class and momentum."""
+    evidence.registers(FAMILY, "Optimizer subclass", [_case_id("UserSGD", r) for r in USER_ROWS], own=_case_id("UserSGD", row))
     _, base = _split("SGD", row)
     base.pop("call", None)
     kwargs = {k: v for k, v in base.items() if k != "learning_rate"}
@@ -687,6 +699,7 @@ def test_keras_optimizer_subclass_per_its_docstring(keras, row):
         evidence.covers(k)
     if isinstance(base["learning_rate"], tuple):
         evidence.covers("learning_rate.schedule")
+    evidence.visits(FAMILY, "Optimizer subclass", _case_id("UserSGD", row))
 
 
 # ----------------------------------------------------------------- keras.optimizers.get

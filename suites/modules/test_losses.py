@@ -42,7 +42,7 @@ gradient uses ops + 4 (the softmax and the products of the analytic formula).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -388,6 +388,12 @@ def _cross_entropy_interaction_rows() -> list[dict[str, Any]]:
 
 COVERING["CrossEntropyLoss"] = COVERING["CrossEntropyLoss"] + _cross_entropy_interaction_rows()
 CASES = [(info.name, row) for info in TORCH_LOSSES for row in COVERING[info.name]]
+LOSS_FAMILY, KERAS_LOSS_FAMILY = "torch.nn losses", "keras.losses"  # the combinations ledger's families
+
+
+def _ids(cases: Sequence[tuple[str, Mapping[str, Any]]], name: str) -> list[str]:
+    """The test ids of one loss's rows: what its tests register in the combinations ledger."""
+    return [_case_id(n, r) for n, r in cases if n == name]
 
 
 def _case_id(name: str, row: Mapping[str, Any]) -> str:
@@ -473,6 +479,7 @@ def _modes_of(info: LossInfo, row: Mapping[str, Any]) -> list[str]:
 @pytest.mark.claim(TORCH)
 @pytest.mark.parametrize("name,row", CASES, ids=[_case_id(n, r) for n, r in CASES])
 def test_torch_loss_matches_documented_formula(torch, name, row):
+    evidence.registers(LOSS_FAMILY, name, _ids(CASES, name), own=_case_id(name, row))
     info = BY_NAME[name]
     for form in ("module", "functional"):
         check_torch_loss(torch, info, row, form)
@@ -481,6 +488,7 @@ def test_torch_loss_matches_documented_formula(torch, name, row):
     evidence.covers("functional")
     for mode in _modes_of(info, row):
         evidence.covers(mode)
+    evidence.visits(LOSS_FAMILY, name, _case_id(name, row))
 
 
 def compare_gradient(name: str, row: Mapping[str, Any], inputs: list[Any], kw: Mapping[str, Any], got: np.ndarray) -> None:
@@ -520,6 +528,7 @@ GRAD_CASES = [(n, r) for n, r in CASES if n in ("CrossEntropyLoss", "BCEWithLogi
 def test_torch_loss_input_gradient_matches_analytic(torch, name, row):
     """The gradient of sum(loss) w.r.t. the input equals the analytic derivative of the documented
     formula (_loss_reference.cross_entropy_grad / bce_with_logits_grad)."""
+    evidence.registers(LOSS_FAMILY, f"{name} input gradient", _ids(GRAD_CASES, name), own=_case_id(name, row))
     info = BY_NAME[name]
     inputs, kw, _ = info.make(_rng(info.name, row), row)
     with torch.device("cpu"):
@@ -529,6 +538,7 @@ def test_torch_loss_input_gradient_matches_analytic(torch, name, row):
         loss.sum().backward()
     compare_gradient(name, row, inputs, kw, x.grad.detach().cpu().numpy())
     evidence.covers("gradient")
+    evidence.visits(LOSS_FAMILY, f"{name} input gradient", _case_id(name, row))
 
 
 ELEMENTWISE_GRAD = ("MSELoss", "HuberLoss", "SmoothL1Loss", "PoissonNLLLoss", "KLDivLoss", "GaussianNLLLoss")
@@ -560,6 +570,8 @@ def compare_elementwise_gradient(name: str, row: Mapping[str, Any], inputs: list
 @pytest.mark.claim(TORCH)
 @pytest.mark.parametrize("name,row", ELEMENTWISE_GRAD_CASES, ids=[_case_id(n, r) for n, r in ELEMENTWISE_GRAD_CASES])
 def test_torch_elementwise_loss_gradient_matches_derivative(torch, name, row):
+    evidence.registers(LOSS_FAMILY, f"{name} input gradient", _ids(ELEMENTWISE_GRAD_CASES, name),
+                       own=_case_id(name, row))
     info = BY_NAME[name]
     inputs, kw, _ = info.make(_rng(info.name, row), row)
     with torch.device("cpu"):
@@ -573,6 +585,7 @@ def test_torch_elementwise_loss_gradient_matches_derivative(torch, name, row):
         got.append(leaves[2].grad.detach().cpu().numpy())
     compare_elementwise_gradient(name, row, inputs, kw, got)
     evidence.covers("gradient")
+    evidence.visits(LOSS_FAMILY, f"{name} input gradient", _case_id(name, row))
 
 
 @pytest.mark.claim(TORCH)
@@ -797,6 +810,7 @@ def _modes_keras(info: KerasInfo, row: Mapping[str, Any]) -> list[str]:
 @pytest.mark.claim(KERAS)
 @pytest.mark.parametrize("name,row", KERAS_CASES, ids=[_case_id(n, r) for n, r in KERAS_CASES])
 def test_keras_loss_matches_documented_formula(keras, name, row):
+    evidence.registers(KERAS_LOSS_FAMILY, name, _ids(KERAS_CASES, name), own=_case_id(name, row))
     info = KERAS_BY_NAME[name]
     y, p = info.make(_rng(name, row), row)
     per_sample, want, tol = keras_expected(info, row, y, p)
@@ -816,6 +830,7 @@ def test_keras_loss_matches_documented_formula(keras, name, row):
         _check_keras_function(keras, info, row, y, p, per_sample, tol)
     evidence.covers(f"keras.reduction={row['reduction']}")
     evidence.covers(f"keras.sample_weight={row['sample_weight']}")
+    evidence.visits(KERAS_LOSS_FAMILY, name, _case_id(name, row))
 
 
 def _check_keras_function(keras, info: KerasInfo, row: Mapping[str, Any], y: np.ndarray, p: np.ndarray,
@@ -856,10 +871,12 @@ KERAS_FUNCTION_ALONE_ROWS = [(n, r) for n, r in KERAS_FUNCTION_ROWS if n in KERA
 def test_keras_loss_function_form(keras, name, row):
     """keras.losses.log_cosh and keras.losses.ctc (the function forms) against the documented
     formula, apart from their classes, whose float64 check is a pinned divergence."""
+    evidence.registers(KERAS_LOSS_FAMILY, f"{name} function form", _ids(KERAS_FUNCTION_ALONE_ROWS, name), own=_case_id(name, row))
     info = KERAS_BY_NAME[name]
     y, p = info.make(_rng(name, row), row)
     per_sample, _, tol = keras_expected(info, row, y, p)
     _check_keras_function(keras, info, row, y, p, per_sample, tol)
+    evidence.visits(KERAS_LOSS_FAMILY, f"{name} function form", _case_id(name, row))
 
 
 @pytest.mark.claim(KERAS)

@@ -113,3 +113,32 @@ def test_a_record_stopped_by_a_known_divergence_is_named_but_not_a_gap(tmp_path:
     out = capsys.readouterr().out
     assert "2 behind a known divergence" in out
     assert "LazyInstanceNorm1d: hvp (entry 7 (modules.x))" in out
+
+
+def test_a_not_applicable_row_test_visits_its_own_row_as_not_applicable() -> None:
+    """One test per row: a test that reports itself not applicable (with its reason) is what the
+    run found for its own row, not a gap; its other registered rows are the other tests' business."""
+    with evidence.recording() as rec:
+        evidence.registers("keras.optimizers", "Muon", ["row 0", "row 1"], own="row 1")
+    entry = rec.as_dict()["combinations"][0]
+    assert entry["own"] == "row 1"
+    doc = _report([_test("t0", "holds", [_entry("Muon", ["row 0", "row 1"], {"row 0": 1}, "keras.optimizers")]),
+                   _test("t1", "not applicable", [entry])])
+    led = combinations.ledger(doc)
+    assert led is not None and led["unvisited"] == []
+    assert led["families"]["keras.optimizers"]["records"]["Muon"]["visited"]["row 1"] == {"checks": 0,
+                                                                                          "not applicable": 1}
+    # without "own", a not-applicable test's entries say nothing about any row
+    doc = _report([_test("t0", "holds", [_entry("Muon", ["row 0", "row 1"], {"row 0": 1}, "keras.optimizers")]),
+                   _test("t1", "not applicable", [_entry("Muon", ["row 0", "row 1"], {}, "keras.optimizers")])])
+    assert combinations.problems(combinations.ledger(doc)) == ["keras.optimizers: Muon: row 1"]
+
+
+def test_a_pinned_row_excuses_its_own_row_only() -> None:
+    pinned = _test("t0", "violated", [{**_entry("CTC", ["row 0", "row 1", "row 2"], {}), "own": "row 0"}],
+                   divergence="entry 51 (modules.x)", expected="a known bug")
+    held = _test("t1", "holds", [{**_entry("CTC", ["row 0", "row 1", "row 2"], {"row 1": 1}), "own": "row 1"}])
+    led = combinations.ledger(_report([pinned, held]))  # row 2's test did not run: a gap
+    assert led is not None
+    assert [p["combination"] for p in led["pinned"]] == ["row 0"]
+    assert combinations.problems(led) == ["torch.optim: CTC: row 2"]

@@ -92,9 +92,11 @@ class Recorder:
                                    f"its modes are {sorted(self.declared)} (add it to the claim's modes in claims/*.toml)")
         self.modes.update(modes)
 
-    def registers(self, family: str, record: str, combinations: Iterable[str]) -> None:
+    def registers(self, family: str, record: str, combinations: Iterable[str], own: str | None = None) -> None:
         entry = self.combinations.setdefault((family, record), {"registered": [], "visited": Counter()})
         entry["registered"] += [c for c in combinations if c not in entry["registered"]]
+        if own is not None:
+            entry["own"] = own
 
     def visits(self, family: str, record: str, *combinations: str) -> None:
         entry = self.combinations.get((family, record))
@@ -144,7 +146,8 @@ class Recorder:
             out["inconclusive"] = self.inconclusive
         if self.combinations:
             out["combinations"] = [{"family": f, "record": r, "registered": list(e["registered"]),
-                                    "visited": dict(sorted(e["visited"].items()))}
+                                    "visited": dict(sorted(e["visited"].items())),
+                                    **({"own": e["own"]} if "own" in e else {})}
                                    for (f, r), e in sorted(self.combinations.items())]
         return out
 
@@ -197,13 +200,15 @@ def covers(*modes: str) -> None:
         recorder.covers(*modes)
 
 
-def registers(family: str, record: str, combinations: Iterable[str]) -> None:
+def registers(family: str, record: str, combinations: Iterable[str], own: str | None = None) -> None:
     """Declare the combinations a record's table registers (its pairwise rows, its second-order
     check): the whole table, before the test visits any of them, so that one it skips shows as
-    unvisited in the report's combinations ledger (:mod:`pytest_dlconform.report.combinations`)."""
+    unvisited in the report's combinations ledger (:mod:`pytest_dlconform.report.combinations`).
+    ``own``: the one row a test per row is for (the ledger counts it as visited, not applicable,
+    when the test reports itself not applicable, with the reason in its own record)."""
     recorder = _current.get()
     if recorder is not None:
-        recorder.registers(family, record, combinations)
+        recorder.registers(family, record, combinations, own)
 
 
 def visits(family: str, record: str, *combinations: str) -> None:

@@ -27,18 +27,24 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
-from .results import ERROR, HOLDS, VIOLATED
+from .results import ERROR, HOLDS, NOT_APPLICABLE, VIOLATED
 
 RAN = (HOLDS, VIOLATED, ERROR)
 
 
 def _entries(report: Mapping[str, Any]) -> Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """(test, entry) of the tests that ran, and of the not-applicable tests of one row each (their
+    ``own`` row: not applicable, with the test's reason, is what the run found for that row)."""
     for claim in report["claims"].values():
         for test in claim["tests"]:
-            if test.get("verdict") not in RAN:
+            ran = test.get("verdict") in RAN
+            if not ran and test.get("verdict") != NOT_APPLICABLE:
                 continue
             for entry in (test.get("evidence") or {}).get("combinations") or ():
-                yield test, entry
+                if ran:
+                    yield test, entry
+                elif entry.get("own"):
+                    yield test, {**entry, "visited": {entry["own"]: 0}}
 
 
 def ledger(report: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -49,8 +55,8 @@ def ledger(report: Mapping[str, Any]) -> dict[str, Any] | None:
             str(entry["record"]), {"registered": [], "visited": {}})
         rec["registered"] += [str(c) for c in entry.get("registered") or () if str(c) not in rec["registered"]]
         verdict = "expected violation" if test.get("divergence") else str(test["verdict"])
-        if test.get("divergence"):
-            rec["pinned"] = str(test["divergence"])
+        if test.get("divergence"):  # the row it is for (one test per row), else the record's whole table
+            rec.setdefault("pinned", {})[str(entry.get("own") or "*")] = str(test["divergence"])
         for combo, count in (entry.get("visited") or {}).items():
             seen = rec["visited"].setdefault(str(combo), {"checks": 0})
             seen["checks"] += int(count)
@@ -66,13 +72,16 @@ def ledger(report: Mapping[str, Any]) -> dict[str, Any] | None:
         for record, rec in sorted(records.items()):
             missing = [c for c in rec["registered"] if c not in rec["visited"]]
             rec["unvisited"] = missing
-            rows = [{"family": family, "record": record, "combination": c} for c in missing]
-            if rec.get("pinned"):  # a known divergence stopped the test first: reported, not a gap
-                pinned += [{**r, "divergence": rec["pinned"]} for r in rows]
-                fam_pinned += len(rows)
-            else:
-                unvisited += rows
-                fam_unvisited += len(rows)
+            held = rec.get("pinned") or {}
+            for c in missing:
+                row = {"family": family, "record": record, "combination": c}
+                why = held.get(c) or held.get("*")
+                if why:  # a known divergence stopped the test first: reported, not a gap
+                    pinned.append({**row, "divergence": why})
+                    fam_pinned += 1
+                else:
+                    unvisited.append(row)
+                    fam_unvisited += 1
             registered += len(rec["registered"])
             visited += len(rec["registered"]) - len(missing)
         out[family] = {"records": records,
@@ -110,7 +119,8 @@ def html_section(doc: Mapping[str, Any]) -> str:
         return ""
     rows = []
     for family, fam in led["families"].items():
-        missing = [f"{escape(r)}: {escape(c)}" + (" (behind a known divergence)" if rec.get("pinned") else "")
+        held = {(p["record"], p["combination"]) for p in led["pinned"] if p["family"] == family}
+        missing = [f"{escape(r)}: {escape(c)}" + (" (behind a known divergence)" if (r, c) in held else "")
                    for r, rec in fam["records"].items() for c in rec["unvisited"]]
         rows.append(f"<tr><td>{escape(family)}</td><td>{len(fam['records'])}</td>"
                     f"<td>{fam['registered'] - fam['unvisited'] - fam['pinned']}/{fam['registered']}</td>"
