@@ -29,7 +29,7 @@ import struct
 import tempfile
 import zlib
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_dlconform.api import assert_frequencies, budget, evidence
+
+from ..modules._optim_reference import pairwise
 
 INTS = st.lists(st.integers(-50, 50), max_size=14)
 
@@ -296,10 +298,11 @@ def test_elements_docstring_examples(tf):
 
 
 @pytest.mark.claim("data.tfdata.api-elements")
-@budget(8)
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32"])
+@budget(3)
 @given(xs=INTS, mod=st.integers(1, 4), rem=st.integers(0, 3), start=st.integers(-20, 20), step=st.integers(-5, 5),
-       n=st.integers(0, 9), dtype=st.sampled_from(["int32", "int64", "float32"]))
-def test_apply_filter_reduce_counter_match_python(tf, xs, mod, rem, start, step, n, dtype):
+       n=st.integers(0, 9))
+def test_apply_filter_reduce_counter_match_python(tf, dtype, xs, mod, rem, start, step, n):
     D = tf.data.Dataset
     rem %= mod
     want = [x for x in xs if x % mod == rem]
@@ -329,9 +332,10 @@ def test_apply_filter_reduce_counter_match_python(tf, xs, mod, rem, start, step,
 
 
 @pytest.mark.claim("data.tfdata.api-elements")
-@budget(6)
-@given(xs=st.lists(st.integers(-3, 3), max_size=12), log_warning=st.booleans())
-def test_ignore_errors_drops_exactly_the_failing_elements(tf, xs, log_warning):
+@pytest.mark.parametrize("log_warning", [False, True])
+@budget(3)
+@given(xs=st.lists(st.integers(-3, 3), max_size=12))
+def test_ignore_errors_drops_exactly_the_failing_elements(tf, log_warning, xs):
     ds = tf.data.Dataset.from_tensor_slices(np.asarray(xs, np.float64).reshape(-1))
     ds = ds.map(lambda x: tf.debugging.check_numerics(1.0 / x, "division by zero"))
     got = [float(v) for v in ds.ignore_errors(log_warning=log_warning).as_numpy_iterator()]
@@ -422,9 +426,10 @@ def test_cache_docstring_example_and_file_persistence(tf, tmp_path):
 
 
 @pytest.mark.claim("data.tfdata.api-persistence")
-@budget(4)
-@given(n=st.integers(1, 12), seed=st.integers(0, 2**31 - 1), to_file=st.booleans())
-def test_cache_second_epoch_reads_the_cache(tf, n, seed, to_file):
+@pytest.mark.parametrize("to_file", [False, True])
+@budget(2)
+@given(n=st.integers(1, 12), seed=st.integers(0, 2**31 - 1))
+def test_cache_second_epoch_reads_the_cache(tf, to_file, n, seed):
     """A source that differs every epoch (random with rerandomize_each_iteration=True, so two
     epochs of n >= 1 uniform 32-bit draws agree with probability <= 2**-32) makes the cache
     visible: the cached dataset repeats its first epoch."""
@@ -439,6 +444,20 @@ def test_cache_second_epoch_reads_the_cache(tf, n, seed, to_file):
     evidence.covers("cache+file" if to_file else "cache+memory")
 
 
+#: The documented options of save/load, every pair of values in some row (a covering array: each
+#: option's modes by construction, not by the luck of a draw).
+SAVE_ROWS = pairwise({"compression": [None, "GZIP"], "shards": [None, 1, 3], "reader": [False, True],
+                      "spec": [False, True]})
+#: snapshot: every compression with and without shard_func, reader_func alternating so that every
+#: pair of values of any two options is in some row.
+SNAPSHOT_ROWS = [{"compression": c, "shards": s, "reader": bool((i + j) % 2)}
+                 for i, c in enumerate(["AUTO", "GZIP", "SNAPPY", None]) for j, s in enumerate([None, 3])]
+
+
+def _row_id(row: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in row.items())
+
+
 def _saved_input(tf, xs: Sequence[int]):
     a = np.asarray(xs, np.int64).reshape(-1)
     s = np.asarray([f"v{x}".encode() for x in xs] or [b""])[:len(xs)]
@@ -450,10 +469,11 @@ def _saved_elements(ds) -> list[tuple[int, float, bytes]]:
 
 
 @pytest.mark.claim("data.tfdata.api-persistence")
-@budget(6)
-@given(xs=INTS, compression=st.sampled_from([None, "GZIP"]), shards=st.sampled_from([None, 1, 3]),
-       reader=st.booleans(), spec=st.booleans())
-def test_save_load_round_trip(tf, xs, compression, shards, reader, spec):
+@pytest.mark.parametrize("row", SAVE_ROWS, ids=_row_id)
+@budget(2)
+@given(xs=INTS)
+def test_save_load_round_trip(tf, row, xs):
+    compression, shards, reader, spec = row["compression"], row["shards"], row["reader"], row["spec"]
     ds = _saved_input(tf, xs)
     want = [(x, x / 4, f"v{x}".encode()) for x in xs]
     with tempfile.TemporaryDirectory() as d:
@@ -493,14 +513,14 @@ def test_save_with_checkpoint_args_round_trips(tf, tmp_path, n, interval):
 
 
 @pytest.mark.claim("data.tfdata.api-persistence")
-@budget(6)
-@given(n=st.integers(1, 20), seed=st.integers(0, 2**31 - 1),
-       compression=st.sampled_from(["AUTO", "GZIP", "SNAPPY", None]), shards=st.sampled_from([None, 3]),
-       reader=st.booleans())
-def test_snapshot_persists_the_first_epoch(tf, n, seed, compression, shards, reader):
+@pytest.mark.parametrize("row", SNAPSHOT_ROWS, ids=_row_id)
+@budget(2)
+@given(n=st.integers(1, 20), seed=st.integers(0, 2**31 - 1))
+def test_snapshot_persists_the_first_epoch(tf, row, n, seed):
     """The source differs every epoch (random, rerandomize_each_iteration=True), so a later
     epoch equal to the first comes from the snapshot; the order of reads is left open by
     the docstring (parallel reads of the shards), so epochs compare as multisets."""
+    compression, shards, reader = row["compression"], row["shards"], row["reader"]
     src = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(n).enumerate()
     kwargs: dict[str, Any] = {"compression": compression}
     if shards:
@@ -535,9 +555,10 @@ def test_random_docstring_examples(tf):
 
 
 @pytest.mark.claim("data.tfdata.api-random")
-@budget(4)
-@given(seed=st.integers(0, 2**31 - 1), rerandomize=st.sampled_from([None, False, True]))
-def test_random_seed_and_rerandomize_each_iteration(tf, seed, rerandomize):
+@pytest.mark.parametrize("rerandomize", [None, False, True])
+@budget(2)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_random_seed_and_rerandomize_each_iteration(tf, rerandomize, seed):
     def build():
         return tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=rerandomize).take(8)
 
@@ -665,6 +686,13 @@ def test_rejection_resample_seed_repeats(tf):
 # ================================================================== api-readers
 
 COMPRESSIONS = ["", "ZLIB", "GZIP"]
+#: Each reader's documented options as covering arrays (every pair of values in some row).
+TFRECORD_ROWS = pairwise({"compression": COMPRESSIONS, "buffer_size": [None, 1, 13, 1 << 16],
+                          "parallel": [None, 2, 3], "as_dataset": [False, True]})
+TEXT_ROWS = pairwise({"compression": COMPRESSIONS, "buffer_size": [None, 0, 1, 7], "parallel": [None, 2],
+                      "as_dataset": [False, True]})
+FIXED_ROWS = pairwise({"compression": COMPRESSIONS, "buffer_size": [None, 1, 5, 1 << 12], "parallel": [None, 2],
+                       "as_dataset": [False, True]})
 RECORD = st.binary(min_size=0, max_size=40)
 
 
@@ -685,11 +713,12 @@ def _files_arg(tf, paths: list[str], as_dataset: bool):
 
 
 @pytest.mark.claim("data.tfdata.api-readers")
-@budget(8)
-@given(files=st.lists(st.lists(RECORD, max_size=5), min_size=1, max_size=3), compression=st.sampled_from(COMPRESSIONS),
-       buffer_size=st.sampled_from([None, 1, 13, 1 << 16]), parallel=st.sampled_from([None, 2, 3]),
-       as_dataset=st.booleans())
-def test_tfrecord_dataset_reads_records_as_written(tf, files, compression, buffer_size, parallel, as_dataset):
+@pytest.mark.parametrize("row", TFRECORD_ROWS, ids=_row_id)
+@budget(2)
+@given(files=st.lists(st.lists(RECORD, max_size=5), min_size=1, max_size=3))
+def test_tfrecord_dataset_reads_records_as_written(tf, row, files):
+    compression, buffer_size, parallel, as_dataset = (row["compression"], row["buffer_size"], row["parallel"],
+                                                      row["as_dataset"])
     # tag each record with its file and position so the interleaving check can trace it
     per_file = [[bytes([k, j]) + r for j, r in enumerate(recs)] for k, recs in enumerate(files)]
     with tempfile.TemporaryDirectory() as d:
@@ -710,11 +739,12 @@ LINE = st.text(alphabet="ab c", max_size=6).map(str.encode)
 
 
 @pytest.mark.claim("data.tfdata.api-readers")
-@budget(8)
-@given(files=st.lists(st.tuples(st.lists(LINE, max_size=5), st.booleans()), min_size=1, max_size=3),
-       compression=st.sampled_from(COMPRESSIONS), buffer_size=st.sampled_from([None, 0, 1, 7]),
-       parallel=st.sampled_from([None, 2]), as_dataset=st.booleans())
-def test_text_line_dataset_yields_the_lines(tf, files, compression, buffer_size, parallel, as_dataset):
+@pytest.mark.parametrize("row", TEXT_ROWS, ids=_row_id)
+@budget(2)
+@given(files=st.lists(st.tuples(st.lists(LINE, max_size=5), st.booleans()), min_size=1, max_size=3))
+def test_text_line_dataset_yields_the_lines(tf, row, files):
+    compression, buffer_size, parallel, as_dataset = (row["compression"], row["buffer_size"], row["parallel"],
+                                                      row["as_dataset"])
     contents = [b"\n".join(lines) + (b"\n" if trailing and lines else b"") for lines, trailing in files]
     with tempfile.TemporaryDirectory() as d:
         paths = [_write(d, f"t{k}.txt", compress(c, compression)) for k, c in enumerate(contents)]
@@ -747,13 +777,13 @@ def test_reader_docstring_examples(tf, tmp_path):
 
 
 @pytest.mark.claim("data.tfdata.api-readers")
-@budget(8)
+@pytest.mark.parametrize("row", FIXED_ROWS, ids=_row_id)
+@budget(2)
 @given(counts=st.lists(st.integers(0, 5), min_size=1, max_size=3), record_bytes=st.integers(2, 6),
-       header=st.integers(0, 5), footer=st.integers(0, 5), compression=st.sampled_from(COMPRESSIONS),
-       buffer_size=st.sampled_from([None, 1, 5, 1 << 12]), parallel=st.sampled_from([None, 2]),
-       as_dataset=st.booleans(), seed=st.integers(0, 2**32 - 1))
-def test_fixed_length_record_dataset_skips_header_and_footer(tf, counts, record_bytes, header, footer, compression,
-                                                            buffer_size, parallel, as_dataset, seed):
+       header=st.integers(0, 5), footer=st.integers(0, 5), seed=st.integers(0, 2**32 - 1))
+def test_fixed_length_record_dataset_skips_header_and_footer(tf, row, counts, record_bytes, header, footer, seed):
+    compression, buffer_size, parallel, as_dataset = (row["compression"], row["buffer_size"], row["parallel"],
+                                                      row["as_dataset"])
     rng = np.random.default_rng(seed)
 
     def record(k: int, j: int) -> bytes:  # first two bytes name the file and position
@@ -823,9 +853,10 @@ def test_with_options_twice_with_different_non_default_values_raises(tf):
 
 
 @pytest.mark.claim("data.tfdata.api-structure")
-@budget(4)
-@given(xs=INTS, pool=st.integers(0, 3), intra=st.integers(1, 3), det=st.sampled_from([None, True, False]))
-def test_threading_and_deterministic_options(tf, xs, pool, intra, det):
+@pytest.mark.parametrize("det", [None, True, False])
+@budget(2)
+@given(xs=INTS, pool=st.integers(0, 3), intra=st.integers(1, 3))
+def test_threading_and_deterministic_options(tf, det, xs, pool, intra):
     """ThreadingOptions set resources, not results: with deterministic True or unset (the
     default True) a parallel map keeps the sequential order under any threading options;
     with deterministic=False it yields the same elements in some order."""
