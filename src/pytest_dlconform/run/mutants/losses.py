@@ -94,9 +94,10 @@ def _keras_mean_with_sample_weight_over_count() -> None:
 
 
 @mutant("keras-circle-negative-margin-sign", areas="modules", claims="modules.keras.losses", target="keras",
-        select="keras and Circle", cite="https://github.com/xiangli13/circle-loss/issues/3",
-        bug="Circle loss with the negatives' decision margin Delta_n = -m instead of the paper's m (issue 3 of "
-            "xiangli13/circle-loss: 'your code: margin_n = -self.margin, but in the paper, it is self.margin').")
+        select="keras and Circle", cite="https://github.com/keras-team/keras/pull/20452",
+        bug="Circle loss with the negatives' decision margin Delta_n = -m instead of the paper's m: the sign slip "
+            "reported against the paper's reference code (xiangli13/circle-loss issue 3: 'your code: margin_n = "
+            "-self.margin, but in the paper, it is self.margin'), in the Circle loss keras PR 20452 added.")
 def _keras_circle_negative_margin_sign() -> None:
     import keras
     from keras.src.losses import losses

@@ -20,10 +20,11 @@ SCHED = "modules.torch.lr-scheduler-base-class"
 
 
 @mutant("torch-worker-info-none-in-workers", areas="data", claims=DATA, target="torch", select="torch",
-        cite="https://github.com/huggingface/datasets/issues/3423",
+        cite="https://github.com/pytorch/pytorch/pull/19228",
         bug="torch.utils.data.get_worker_info() returns None inside the loader's workers too, so an IterableDataset "
-            "sharded by it reads everything in every worker: each element comes num_workers times (the duplication "
-            "issue 3423 reports for a streaming IterableDataset with num_workers > 1).")
+            "sharded by it reads everything in every worker: each element comes num_workers times (PR 19228 added "
+            "get_worker_info for exactly this sharding; huggingface/datasets issue 3423 reports the duplication a "
+            "streaming IterableDataset shows with num_workers > 1 when it is not sharded per worker).")
 def _torch_worker_info_none() -> None:
     import torch.utils.data as data
 
