@@ -66,6 +66,55 @@ def test_a_test_matched_to_a_known_divergence_counts_the_modes_it_checked_before
     assert modes.ledger(_report(["replicas=2"], [crashed])) is None
 
 
+def test_a_mode_only_a_pinned_test_reaches_is_behind_its_divergence_only_while_it_fails_with_the_symptom():
+    """A known divergence's ``modes`` name the claim's modes its pinned test alone reaches: while
+    that test fails with the symptom they are listed apart (not unchecked, not checked); a pinned
+    test that ran clean, an entry that did not apply, or a mode the entry does not name stays
+    unchecked, and --check fails on it."""
+    pinned = {**_test("violated", {}), "divergence": "entry 47 (modules.x)"}
+    other = _test("holds", {"train": 1})
+    status = {"key": "entry 47 (modules.x)", "status": "applied", "modes": ["Nadam", "not-a-mode"]}
+    doc = {**_report(["train", "Nadam", "eval"], [other, pinned]), "divergences": [status]}
+    led = modes.ledger(doc)
+    entry = led["claims"]["modules.x"]
+    assert entry["blocked"] == {"Nadam": "entry 47 (modules.x)"}  # an undeclared name blocks nothing
+    assert entry["unchecked"] == ["eval"] and (led["declared"], led["unchecked"], led["blocked"]) == (3, 1, 1)
+    assert modes.problems(led) == ["modules.x: eval"]
+    assert "Nadam: not checked, behind known divergence entry 47 (modules.x)" in modes.text(led)
+    assert "1 of 3 documented modes checked over 1 claims, 1 behind a known divergence" in modes.text(led)
+    assert "Nadam (behind known divergence entry 47 (modules.x))" in modes.html_section({"modes": led})
+    # the pinned test passed (the bug is fixed): no test checked Nadam, and the run says so
+    fixed = {**_report(["train", "Nadam"], [other, _test("holds", {})]), "divergences": [status]}
+    assert modes.problems(modes.ledger(fixed)) == ["modules.x: Nadam"]
+    # another entry's failure does not excuse this entry's modes
+    elsewhere = {**_report(["train", "Nadam"], [other, {**pinned, "divergence": "entry 9 (modules.x)"}]),
+                 "divergences": [status]}
+    assert modes.problems(modes.ledger(elsewhere)) == ["modules.x: Nadam"]
+
+
+def test_known_divergence_modes_are_parsed_and_each_names_a_documented_mode_of_its_claim():
+    from pytest_dlconform.report import divergences
+
+    entry = {"claim": "modules.x", "reason": "r", "expires": "2099-01-01", "tests": ["t"], "exception": "E",
+             "message": "m", "framework": "torch", "version": "2.13.*"}
+    assert divergences._parse({**entry, "modes": ["Nadam"]}, 1, "f, entry 1").modes == ("Nadam",)
+    for bad in ("Nadam", [], [""], [3]):
+        with pytest.raises(divergences.DivergenceError, match=r"modes .* must be a non-empty list of the claim's documented "
+                                                               r"modes"):
+            divergences._parse({**entry, "modes": bad}, 1, "f, entry 1")
+    # the shipped file: every mode an entry names is declared by a claim the entry's glob matches
+    import fnmatch
+    from importlib import resources
+
+    shipped = divergences.load(str(resources.files("pytest_dlconform.report") / "known_divergences.toml"))
+    registry = claims.registry()
+    named = [(e, m) for e in shipped for m in e.modes]
+    assert named, "no shipped entry names modes (the ledger test above has nothing real to stand on)"
+    for e, m in named:
+        declared = {mode for cid, c in registry.items() if fnmatch.fnmatchcase(cid, e.claim) for mode in c.modes}
+        assert m in declared, f"{e.where}: mode {m!r} is not a documented mode of {e.claim}"
+
+
 def test_ledger_leaves_out_claims_without_modes_or_without_a_run():
     assert modes.ledger(_report([], [_test("holds", {})])) is None
     assert modes.ledger(_report(["a"], [_test("not_applicable", {})])) is None

@@ -83,7 +83,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 APPLIED, EXPIRED, UNMATCHED, NOT_SELECTED, OTHER_STACK = "applied", "expired", "unmatched", "not selected", "other stack"
 NOT_REACHED = "not reached"
 _KEYS = {"claim", "tests", "exception", "message", "max_error", "reason", "expires", "framework", "version",
-         "versions", "device", "script", "occurs_with", "reference"}
+         "versions", "device", "script", "occurs_with", "reference", "modes"}
 _OCCURS_WITH = {"profile": str, "replicas": int}  # run settings (report environment "settings") an entry can name
 _FRAMEWORKS = {"tensorflow": "tensorflow", "tf": "tensorflow", "torch": "torch", "pytorch": "torch"}
 _DEVICES = ("cpu", "gpu", "multi-gpu")
@@ -140,6 +140,9 @@ class Divergence:
     script: str | None = None  # its standalone reproduction in pytest_dlconform/report/findings/ (repro.py)
     occurs_with: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # (setting, values) the symptom needs
     reference: str | None = None  # a bug reference in REFERENCES the observation must equal
+    # Documented modes of the claim that only the pinned test reaches: while it fails with the
+    # symptom they are "behind a known divergence" in the modes ledger, not unchecked (modes.py).
+    modes: tuple[str, ...] = ()
     index: int = 0  # 1-based position in its file
     where: str = ""  # "FILE, entry N", for messages
 
@@ -323,7 +326,17 @@ def _parse(entry: Any, index: int, where: str) -> Divergence:
         version=str(entry["version"]) if entry.get("version") else None,
         versions=_versions(entry, where), device=device, script=script, index=index, where=where,
         occurs_with=_occurs_with(entry.get("occurs_with"), where), reference=_reference(entry.get("reference"), where),
+        modes=_modes(entry.get("modes"), where),
     )
+
+
+def _modes(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not (isinstance(value, list) and value and all(isinstance(m, str) and m for m in value)):
+        raise DivergenceError(f"{where}: modes {value!r} must be a non-empty list of the claim's documented modes, "
+                              'e.g. modes = ["Nadam"]')
+    return tuple(value)
 
 
 def _reference(value: Any, where: str) -> str | None:
@@ -500,7 +513,7 @@ class Status:
             "version": e.version, "versions": dict(e.versions), "device": e.device, "tests_pinned": list(e.tests),
             "symptom": e.symptom(), "where": e.where, "key": e.key, "status": self.status, "tests": self.tests,
             "why": self.why, "script": e.script, "occurs_with": {k: list(v) for k, v in e.occurs_with},
-            "reference": e.reference,
+            "reference": e.reference, "modes": list(e.modes),
         }
 
 

@@ -167,7 +167,8 @@ def _entry(status: Mapping[str, Any]) -> Any:
         tests=tuple(status.get("tests_pinned") or ()), framework=status.get("framework"), version=status.get("version"),
         versions=tuple((status.get("versions") or {}).items()), device=status.get("device"), script=status.get("script"),
         occurs_with=tuple((k, tuple(v)) for k, v in (status.get("occurs_with") or {}).items()),
-        reference=status.get("reference"), index=int(match.group(1)) if match else 0, where=status.get("where", ""),
+        reference=status.get("reference"), modes=tuple(status.get("modes") or ()),
+        index=int(match.group(1)) if match else 0, where=status.get("where", ""),
         recorded_symptom=str(status.get("symptom", "")),
     )
 
