@@ -54,21 +54,48 @@ def pairwise(factors: Mapping[str, Sequence[Any]], valid: Callable[[Row], bool] 
 
     Greedy set cover over the valid rows of the full product, in product order: each new row is
     the first one covering the most still-uncovered pairs. Deterministic (no randomness, ties go
-    to the earlier row) and it terminates: every chosen row covers at least one new pair."""
+    to the earlier row) and it terminates: every chosen row covers at least one new pair.
+
+    Values are told apart by ``repr`` (as :func:`required_pairs` does); each row's pairs are held
+    as one integer bit set, so a module that builds its tables at import (every pytest process
+    that collects it) pays milliseconds, not seconds."""
     names = list(factors)
     if len(names) < 2:
         return [row for row in _rows(factors) if valid(row)]
-    candidates = [(row, _pairs_of(row, names)) for row in _rows(factors) if valid(row)]
-    uncovered = set().union(*(pairs for _, pairs in candidates)) if candidates else set()
+    # each value's class: the first value of its factor with the same repr
+    classes = []
+    for n in names:
+        first: dict[str, int] = {}
+        classes.append([first.setdefault(repr(v), i) for i, v in enumerate(factors[n])])
+    sizes = [len(factors[n]) for n in names]
+    offsets: dict[tuple[int, int], int] = {}
+    bit = 0
+    for a, b in itertools.combinations(range(len(names)), 2):
+        offsets[(a, b)] = bit
+        bit += sizes[a] * sizes[b]
+    pairs_of_index = list(itertools.combinations(range(len(names)), 2))
+    candidates: list[tuple[Row, int]] = []
+    for index in itertools.product(*(range(k) for k in sizes)):
+        row = {n: factors[n][i] for n, i in zip(names, index)}
+        if not valid(row):
+            continue
+        cls = [classes[f][i] for f, i in enumerate(index)]
+        mask = 0
+        for a, b in pairs_of_index:
+            mask |= 1 << (offsets[(a, b)] + cls[a] * sizes[b] + cls[b])
+        candidates.append((row, mask))
+    uncovered = 0
+    for _, mask in candidates:
+        uncovered |= mask
     chosen: list[Row] = []
     while uncovered:
         best, gain = candidates[0], -1
         for cand in candidates:
-            n = len(cand[1] & uncovered)
+            n = (cand[1] & uncovered).bit_count()
             if n > gain:
                 best, gain = cand, n
         chosen.append(best[0])
-        uncovered -= best[1]
+        uncovered &= ~best[1]
     return chosen
 
 
