@@ -188,8 +188,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return (yield)
     from .report import verdicts
 
-    with verdicts.phase_warnings(item, worker):  # hypothesis's own makereport imports libcst on a failure
-        report = yield
+    with verdicts.phase_warnings(item, worker), verdicts.brief_repr_if_pinned(worker, item, call):
+        report = yield  # (hypothesis's own makereport imports libcst on a failure: its warnings are counted)
     verdicts.annotate(worker, item, call, report)
     return report
 

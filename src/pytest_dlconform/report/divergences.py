@@ -64,6 +64,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fnmatch
+import functools
 import math
 import re
 import sys
@@ -272,6 +273,7 @@ def suite_relative(nodeid: str) -> str:
     return nodeid[cut + len(marker):] if cut >= 0 else nodeid
 
 
+@functools.lru_cache(maxsize=4096)
 def _glob(pattern: str) -> re.Pattern[str]:
     """A node-id glob: ``*`` and ``?`` are wildcards, everything else (brackets too) is literal."""
     parts = [".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern]

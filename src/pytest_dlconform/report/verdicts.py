@@ -136,6 +136,34 @@ def bounded_shrinking(item: pytest.Item, worker: Worker | None) -> Iterator[None
                 item.stash[SHRINK_KEY] = notes
 
 
+@contextlib.contextmanager
+def brief_repr_if_pinned(worker: Worker | None, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """While pytest makes the report of a claim test whose failure a known divergence pins (it
+    will be an xfail, :func:`_known_divergence`): the traceback in pytest's native style, which
+    reads source lines only, instead of its long style, which parses the test module's source
+    once per traceback entry (about 0.2 s of CPU per xfail in a large suite file; a ci run has
+    about 180). The crash line, reason and reproduction the report records are the same."""
+    exc = call.excinfo.value if call.excinfo is not None and call.when == "call" else None
+    info = _info(item) if exc is not None and worker is not None else None
+    if info is None or outcomes.classify(exc) != results.VIOLATED:
+        yield
+        return
+    from ..run.session import EVIDENCE_KEY
+
+    assert worker is not None and exc is not None
+    recorder = item.stash.get(EVIDENCE_KEY, None)
+    evidence = recorder.as_dict() if recorder is not None else {"checks": {}, "notes": {}}
+    evidence["exception"] = outcomes.exception_evidence(exc)
+    if _match(worker, item, info, exc, evidence)[0] is None:
+        yield
+        return
+    item.repr_failure = lambda excinfo: excinfo.getrepr(style="native")  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del item.repr_failure  # the class's method again
+
+
 # ------------------------------------------------------------------ reports
 
 
@@ -213,15 +241,22 @@ def _add_observations(item: pytest.Item, evidence: dict[str, Any], exc: BaseExce
         evidence["exception"] = outcomes.exception_evidence(exc)
 
 
-def _known_divergence(worker: Worker, item: pytest.Item, info: Any, exc: BaseException, evidence: dict[str, Any],
-                      report: pytest.TestReport, props: list[tuple[str, Any]]) -> None:
-    """A live entry that pins this test and this symptom: report an xfail, not a failure."""
+def _match(worker: Worker, item: pytest.Item, info: Any, exc: BaseException,
+           evidence: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """The live known-divergence entry that pins this test and this symptom (or None), the
+    failure as matched, and the test as the entries select it."""
     failure = outcomes.failure(exc, evidence)
     # Matched by its identity inside the package: a reproduce line (pytest --pyargs
     # pytest_dlconform.suites.autodiff.test_ops::...) gives the test a node id with no path.
     test = {"nodeid": item.nodeid, "identity": worker.guard.test_identity(item), "claim": info.claim,
             "params": info.params}
-    entry = worker.known.match(test, failure)
+    return worker.known.match(test, failure), failure, test
+
+
+def _known_divergence(worker: Worker, item: pytest.Item, info: Any, exc: BaseException, evidence: dict[str, Any],
+                      report: pytest.TestReport, props: list[tuple[str, Any]]) -> None:
+    """A live entry that pins this test and this symptom: report an xfail, not a failure."""
+    entry, failure, test = _match(worker, item, info, exc, evidence)
     if entry is None:
         near = worker.known.elsewhere(test, failure)
         if near is not None:  # still a failure: the finding is named, on this version not yet confirmed
