@@ -157,7 +157,10 @@ def brief_repr_if_pinned(worker: Worker | None, item: pytest.Item, call: pytest.
     if _match(worker, item, info, exc, evidence)[0] is None:
         yield
         return
-    item.repr_failure = lambda excinfo: excinfo.getrepr(style="native")  # type: ignore[method-assign]
+    def native(excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        return excinfo.getrepr(style="native")
+
+    item.repr_failure = native  # type: ignore[method-assign]
     try:
         yield
     finally:
