@@ -145,12 +145,11 @@ def brief_repr_if_pinned(worker: Worker | None, item: pytest.Item, call: pytest.
     about 180). The crash line, reason and reproduction the report records are the same."""
     exc = call.excinfo.value if call.excinfo is not None and call.when == "call" else None
     info = _info(item) if exc is not None and worker is not None else None
-    if info is None or outcomes.classify(exc) != results.VIOLATED:
+    if info is None or worker is None or exc is None or outcomes.classify(exc) != results.VIOLATED:
         yield
         return
     from ..run.session import EVIDENCE_KEY
 
-    assert worker is not None and exc is not None
     recorder = item.stash.get(EVIDENCE_KEY, None)
     evidence = recorder.as_dict() if recorder is not None else {"checks": {}, "notes": {}}
     evidence["exception"] = outcomes.exception_evidence(exc)
