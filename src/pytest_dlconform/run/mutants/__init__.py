@@ -26,7 +26,8 @@ AREAS = ("autodiff", "data", "distributed", "execution", "export", "interop", "m
 # The modules that hold the library, one per claim area (a mutant's first area is its module's).
 LIBRARY = ("autodiff", "data", "distributed", "execution", "export", "interop", "model", "modules", "precision", "schedulers",
            "keras_optimizers", "losses", "nn_modules", "keras_layers", "tf_math", "tf_nn", "torch_functional",
-           "torch_protocols", "tfdata_api", "distributed_state", "surface_derivatives", "compiled_second_order")
+           "torch_protocols", "tfdata_api", "distributed_state", "surface_derivatives", "compiled_second_order",
+           "compiled_mutation")
 
 
 @dataclass(frozen=True)
