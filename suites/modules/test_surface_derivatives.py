@@ -83,7 +83,7 @@ def _torch_hvp(fn: Callable[[list[Any]], Any], mode: str) -> sd.HVP:
             return [np.zeros_like(x) for x in xs]
         hv = torch.autograd.grad([g for g, _ in pairs], inputs, grad_outputs=[v for _, v in pairs], allow_unused=True,
                                  materialize_grads=True)
-        return [h.detach().numpy(force=True) for h in hv]
+        return [h.detach().cpu().numpy(force=True) for h in hv]
 
     def fwd(xs: list[np.ndarray], w: np.ndarray, vs: list[np.ndarray]) -> list[np.ndarray]:
         wt = a.tensor(w, DTYPE, "cpu")
@@ -94,7 +94,7 @@ def _torch_hvp(fn: Callable[[list[Any]], Any], mode: str) -> sd.HVP:
 
         primals = tuple(a.tensor(x, DTYPE, "cpu") for x in xs)
         _, hv = torch.func.jvp(gradient, primals, tuple(a.tensor(v, DTYPE, "cpu") for v in vs))
-        return [h.detach().numpy(force=True) for h in hv]
+        return [h.detach().cpu().numpy(force=True) for h in hv]
 
     return ror if mode == "hvp-rr" else fwd
 
@@ -162,12 +162,12 @@ def _run(framework: str, module: Any, ns: str, name: str, check: str) -> None:
     evidence.visits(family, name, check)
 
 
-@pytest.mark.claim(CLAIMS["tensorflow"])
+@pytest.mark.claim("modules.surface-derivatives.tensorflow")
 def test_tensorflow_record_derivative(tf: Any, case: str, name: str, check: str) -> None:
     _run("tensorflow", tf, case, name, check)
 
 
-@pytest.mark.claim(CLAIMS["torch"])
+@pytest.mark.claim("modules.surface-derivatives.torch")
 def test_torch_record_derivative(torch: Any, case: str, name: str, check: str) -> None:
     _run("torch", torch, case, name, check)
 
@@ -203,7 +203,7 @@ def _table(ns: str) -> None:
     evidence.covers("table-complete")
 
 
-@pytest.mark.claim(CLAIMS["tensorflow"])
+@pytest.mark.claim("modules.surface-derivatives.tensorflow")
 @pytest.mark.parametrize("ns", [sd.TF_MATH, sd.TF_NN])
 def test_tensorflow_table_names_every_record(tf: Any, ns: str) -> None:
     """Every record of the value suite is in the derivative table (checked, or listed with its reason)."""
@@ -212,7 +212,7 @@ def test_tensorflow_table_names_every_record(tf: Any, ns: str) -> None:
         assert callable(getattr(getattr(tf, ns.split(".")[1]), s.name, None)), f"{ns}.{s.name} is not public"
 
 
-@pytest.mark.claim(CLAIMS["torch"])
+@pytest.mark.claim("modules.surface-derivatives.torch")
 def test_torch_table_names_every_record(torch: Any) -> None:
     _table(sd.TORCH_F)
     import torch.nn.functional as F
