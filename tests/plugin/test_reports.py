@@ -293,6 +293,35 @@ def test_known_divergences_are_xfails_with_their_reason_and_no_traceback(plain: 
     assert test["evidence"]["exception"]["types"][0] == "AssertionError"  # all detail in the report
 
 
+def test_a_pinned_failure_keeps_its_crash_line_with_a_native_traceback(plain: pytest.Pytester) -> None:
+    """A failure a known divergence pins is formatted in pytest's native style (its long style
+    parses the test module once per traceback entry, the cost of every xfail in a large suite),
+    and the report records the same crash line as before; an unpinned failure keeps the long style."""
+    plain.makeconftest("""
+        import json
+
+        def pytest_runtest_logreport(report):
+            if report.when == "call" and report.longrepr is not None and not isinstance(report.longrepr, tuple):
+                with open("styles.jsonl", "a") as fh:
+                    fh.write(json.dumps([report.nodeid, hasattr(report, "wasxfail"),
+                                         type(report.longrepr.reprtraceback).__name__]) + "\\n")
+    """)
+    plain.makefile(".toml", known=KNOWN)
+    result = run(plain, "--dl-divergences=known.toml", "--dl-report=r.json", env={"PLAIN_VIOLATE": "1"})
+    assert result.ret == 0, result.stdout.str()
+    styles = [json.loads(line) for line in (plain.path / "styles.jsonl").read_text().splitlines()]
+    assert [s for s in styles if "test_violated" in s[0]] == [["test_plain.py::test_violated[cpu]", True,
+                                                              "ReprTracebackNative"]], styles
+    [test] = json.loads((plain.path / "r.json").read_text())["claims"]["autodiff.tape.persistent"]["tests"]
+    assert test["reason"].startswith("AssertionError: planted violation"), test["reason"]
+    # outside the pin: pytest's own long style, as always
+    plain.makefile(".toml", known=KNOWN.replace('message = "planted violation"', 'message = "another symptom"'))
+    (plain.path / "styles.jsonl").unlink()
+    assert run(plain, "--dl-divergences=known.toml", env={"PLAIN_VIOLATE": "1"}).ret == 1
+    styles = [json.loads(line) for line in (plain.path / "styles.jsonl").read_text().splitlines()]
+    assert [s[1:] for s in styles if "test_violated" in s[0]] == [[False, "ReprTraceback"]], styles
+
+
 def test_a_violation_outside_the_pin_fails(plain: pytest.Pytester) -> None:
     """The same test, another symptom: the entry pins the message, the test fails as usual."""
     plain.makefile(".toml", known=KNOWN.replace('message = "planted violation"', 'message = "another symptom"'))
