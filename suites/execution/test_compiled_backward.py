@@ -32,7 +32,7 @@ finding) are compiled apart, under test ids of their own: the pin covers that cl
 and the rest of the batch is not recompiled op by op in every run.
 
 The quick profile (``--dl-profile=quick``) compiles a stratified sample instead
-(:class:`QuickSample`): in every mode one op of every op family, rotated by ``--dl-seed``,
+(:mod:`._quick_sample`): in every mode one op of every op family, rotated by ``--dl-seed``,
 each mode's sample as one chunk; the rest is deselected, and the coverage ledger expects
 exactly that subset of a quick report.
 
@@ -66,10 +66,8 @@ from pytest_dlconform.api import (
     adapter,
     budget,
     check_vjp,
-    compiled_ops,
     evidence,
     not_applicable,
-    of_run,
 )
 from pytest_dlconform.api.harness import SharedResults, run_directory
 from pytest_dlconform.api.programs import (
@@ -84,6 +82,8 @@ from pytest_dlconform.api.programs import (
     samples,
 )
 from pytest_dlconform.api.tracing import CountingBackend, assert_within
+
+from . import _quick_sample
 
 OPS = op_names()
 TORCH_MODES = ("aot_eager", "torchscript")
@@ -443,40 +443,14 @@ def _test_mode_op(item: Any) -> tuple[str, str] | None:
     return params.get("mode", "inductor"), params["op"]
 
 
-class QuickSample:
-    """The quick profile's selection (``--dl-profile=quick``): of this module's tests, the
-    (mode, op) pairs of :func:`pytest_dlconform.run.profiles.quick_compiled_sample` for the run's
-    ``--dl-seed`` (every mode with each of its dtypes, one op of every op family per mode, a
-    deterministic rotation by the seed); an apart class's test runs when its op is in
-    inductor's sample. The rest is deselected (pytest counts it), before the plugin selects
-    claims and shards, so the chunks compile the sampled ops only; the coverage ledger
-    expects exactly this subset of a quick report (``dlconform modes --check``)."""
-
-    NAME = "dlconform-compiled-backward-quick-sample"
-
-    def __init__(self, profile: str, seed: int) -> None:
-        self.sample = {mode: set(compiled_ops(profile, seed, mode)) for mode in (*TORCH_MODES, "inductor", *TF_MODES)}
-
-    def keeps(self, item: Any) -> bool:
-        pair = _test_mode_op(item)
-        return pair is None or pair[1] in self.sample[pair[0]]
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        dropped = [item for item in items if not self.keeps(item)]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if self.keeps(item)]
+#: The quick profile's selection of this module's tests (:mod:`._quick_sample`): in every mode
+#: with each of its dtypes one op of every op family; an apart class's test runs when its op is
+#: in inductor's sample.
+QUICK_SAMPLE = "dlconform-compiled-backward-quick-sample"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # A test module cannot implement pytest_collection_modifyitems: the quick profile's
-    # selection is registered as a plugin object, once per run, while this module collects.
-    profile, seed = of_run(metafunc.config)
-    _QUICK_RUN[0] = profile == "quick"
-    manager = metafunc.config.pluginmanager
-    if profile == "quick" and not manager.has_plugin(QuickSample.NAME):
-        manager.register(QuickSample(profile, seed), QuickSample.NAME)
+    _QUICK_RUN[0] = _quick_sample.register(metafunc, QUICK_SAMPLE, (*TORCH_MODES, "inductor", *TF_MODES), _test_mode_op)
 
 
 def _compute(framework: str, mode: str, device: str, dtypes: Sequence[str], build: Callable[..., Any],
@@ -557,7 +531,7 @@ def _outcome(batches: Batches, framework: str, mode: str, device: str, build: Ca
 def shared(request: Any, tmp_path_factory: Any) -> Batches:
     """Chunk outcomes computed once per run, shared by the run's xdist workers."""
     root = run_directory(request.config, tmp_path_factory.getbasetemp(), "dlconform-compiled-backward")
-    quick = request.config.pluginmanager.has_plugin(QuickSample.NAME)
+    quick = request.config.pluginmanager.has_plugin(QUICK_SAMPLE)
     return Batches(SharedResults(root), _selected(request.session.items), quick=quick)
 
 

@@ -26,7 +26,7 @@ Cost: one compiled function per mode and chunk of ops (:data:`CHUNKS`), each op'
 regimes, where finite differences of the gradient can judge) on their own inputs; one call
 returns every H v. The eager reference costs one eager H v and check_hvp's four eager
 gradients per program. The quick profile keeps, per mode, one op of every op family (the
-same rotation by ``--dl-seed`` as test_compiled_backward's QuickSample) as one chunk.
+same rotation by ``--dl-seed`` as test_compiled_backward's, :mod:`._quick_sample`) as one chunk.
 
 Each (op, mode) test reports its op's outcome from the chunk that covered it, and registers
 the mode's table of selected ops in the combinations ledger (family
@@ -56,16 +56,15 @@ from pytest_dlconform.api import (
     adapter,
     budget,
     check_hvp,
-    compiled_ops,
     evidence,
     not_applicable,
-    of_run,
 )
 from pytest_dlconform.api.harness import SharedResults, run_directory
 from pytest_dlconform.api.programs import ProgramCase, Sample, op_names, sample_cases, samples
 from pytest_dlconform.api.tracing import CountingBackend
 
 from . import _compiled_hvp as ch
+from . import _quick_sample
 
 OPS = op_names()
 #: A framework's documented refusal of a second derivative ("derivative for aten::... is not
@@ -134,33 +133,12 @@ def _test_mode_op(item: Any) -> tuple[str, str] | None:
     return (params["mode"], params["op"]) if "mode" in params and "op" in params else None
 
 
-class QuickSample:
-    """The quick profile's selection: per mode, the ops of ``compiled_ops("quick", seed, mode)``
-    (one op of every op family, rotated by ``--dl-seed``); the rest is deselected."""
-
-    NAME = "dlconform-compiled-second-order-quick-sample"
-
-    def __init__(self, profile: str, seed: int) -> None:
-        self.sample = {mode: set(compiled_ops(profile, seed, mode)) for mode in (*ch.TORCH_MODES, *ch.TF_MODES)}
-
-    def keeps(self, item: Any) -> bool:
-        pair = _test_mode_op(item)
-        return pair is None or pair[1] in self.sample[pair[0]]
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        dropped = [item for item in items if not self.keeps(item)]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if self.keeps(item)]
+#: The quick profile's selection of this module's tests (:mod:`._quick_sample`).
+QUICK_SAMPLE = "dlconform-compiled-second-order-quick-sample"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    profile, seed = of_run(metafunc.config)
-    _QUICK_RUN[0] = profile == "quick"
-    manager = metafunc.config.pluginmanager
-    if profile == "quick" and not manager.has_plugin(QuickSample.NAME):
-        manager.register(QuickSample(profile, seed), QuickSample.NAME)
+    _QUICK_RUN[0] = _quick_sample.register(metafunc, QUICK_SAMPLE, (*ch.TORCH_MODES, *ch.TF_MODES), _test_mode_op)
 
 
 # ------------------------------------------------------------------ one chunk
@@ -343,7 +321,7 @@ def _register(batches: Batches, mode: str, device: str) -> None:
 @pytest.fixture(scope="module")
 def shared(request: Any, tmp_path_factory: Any) -> Batches:
     root = run_directory(request.config, tmp_path_factory.getbasetemp(), "dlconform-compiled-second-order")
-    quick = request.config.pluginmanager.has_plugin(QuickSample.NAME)
+    quick = request.config.pluginmanager.has_plugin(QUICK_SAMPLE)
     selected = {pair for item in request.session.items if (pair := _test_mode_op(item))}
     return Batches(SharedResults(root), selected, quick=quick)
 
