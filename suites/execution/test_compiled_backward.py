@@ -32,7 +32,7 @@ finding) are compiled apart, under test ids of their own: the pin covers that cl
 and the rest of the batch is not recompiled op by op in every run.
 
 The quick profile (``--dl-profile=quick``) compiles a stratified sample instead
-(:mod:`._quick_sample`): in every mode one op of every op family, rotated by ``--dl-seed``,
+(:mod:`._compiled_selection`): in every mode one op of every op family, rotated by ``--dl-seed``,
 each mode's sample as one chunk; the rest is deselected, and the coverage ledger expects
 exactly that subset of a quick report.
 
@@ -44,7 +44,6 @@ own, so the large batch recompiles once per unsupported op, not once per class).
 
 from __future__ import annotations
 
-import itertools
 import re
 import sys
 import time
@@ -83,7 +82,7 @@ from pytest_dlconform.api.programs import (
 )
 from pytest_dlconform.api.tracing import CountingBackend, assert_within
 
-from . import _quick_sample
+from . import _compiled_selection
 
 OPS = op_names()
 TORCH_MODES = ("aot_eager", "torchscript")
@@ -377,17 +376,10 @@ def _check_op(fw: Any, mode: str, device: str, sample: Sample, case: ProgramCase
 # ------------------------------------------------------------------ the batch, once per worker
 
 
-def _parts(names: Sequence[str], n: int) -> tuple[tuple[str, ...], ...]:
-    """The library in ``n`` runs of consecutive ops with (about) as many parameter classes each."""
-    weights = np.cumsum([len({s.params for s in samples(name)}) for name in names])
-    cuts = [0, *(int(np.searchsorted(weights, weights[-1] * i / n)) + 1 for i in range(1, n)), len(names)]
-    return tuple(tuple(names[a:b]) for a, b in itertools.pairwise(cuts) if b > a)
-
-
 #: The chunks of ops compiled as one batch, per mode: one compile each per run, shared by the
 #: xdist workers (:class:`SharedResults`: a worker waiting for a chunk compiles another first).
 #: A cold inductor compile of a quarter of the library's classes takes 10-30 s here.
-CHUNKS = {mode: _parts(OPS, 4 if mode == "inductor" else 6) for mode in (*TORCH_MODES, "inductor", *TF_MODES)}
+CHUNKS = {mode: _compiled_selection.parts(OPS, 4 if mode == "inductor" else 6) for mode in (*TORCH_MODES, "inductor", *TF_MODES)}
 #: Parameter classes with a known inductor divergence, each compiled in a batch of its own
 #: under its own test id (id -> op, text of the class label), so that its pin covers that
 #: class only and never the op's other classes; the class stays in the op's registered
@@ -443,14 +435,14 @@ def _test_mode_op(item: Any) -> tuple[str, str] | None:
     return params.get("mode", "inductor"), params["op"]
 
 
-#: The quick profile's selection of this module's tests (:mod:`._quick_sample`): in every mode
+#: The quick profile's selection of this module's tests (:mod:`._compiled_selection`): in every mode
 #: with each of its dtypes one op of every op family; an apart class's test runs when its op is
 #: in inductor's sample.
 QUICK_SAMPLE = "dlconform-compiled-backward-quick-sample"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    _QUICK_RUN[0] = _quick_sample.register(metafunc, QUICK_SAMPLE, (*TORCH_MODES, "inductor", *TF_MODES), _test_mode_op)
+    _QUICK_RUN[0] = _compiled_selection.register(metafunc, QUICK_SAMPLE, (*TORCH_MODES, "inductor", *TF_MODES), _test_mode_op)
 
 
 def _compute(framework: str, mode: str, device: str, dtypes: Sequence[str], build: Callable[..., Any],

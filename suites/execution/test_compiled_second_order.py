@@ -26,7 +26,7 @@ Cost: one compiled function per mode and chunk of ops (:data:`CHUNKS`), each op'
 regimes, where finite differences of the gradient can judge) on their own inputs; one call
 returns every H v. The eager reference costs one eager H v and check_hvp's four eager
 gradients per program. The quick profile keeps, per mode, one op of every op family (the
-same rotation by ``--dl-seed`` as test_compiled_backward's, :mod:`._quick_sample`) as one chunk.
+same rotation by ``--dl-seed`` as test_compiled_backward's, :mod:`._compiled_selection`) as one chunk.
 
 Each (op, mode) test reports its op's outcome from the chunk that covered it, and registers
 the mode's table of selected ops in the combinations ledger (family
@@ -36,7 +36,6 @@ visited fails ``dlconform modes --check``.
 
 from __future__ import annotations
 
-import itertools
 import re
 import sys
 import time
@@ -64,7 +63,7 @@ from pytest_dlconform.api.programs import ProgramCase, Sample, op_names, sample_
 from pytest_dlconform.api.tracing import CountingBackend
 
 from . import _compiled_hvp as ch
-from . import _quick_sample
+from . import _compiled_selection
 
 OPS = op_names()
 #: A framework's documented refusal of a second derivative ("derivative for aten::... is not
@@ -94,18 +93,11 @@ def chosen(op: str) -> list[Sample]:
     return list(picked.values())
 
 
-def _parts(names: Sequence[str], n: int) -> tuple[tuple[str, ...], ...]:
-    """``n`` runs of consecutive ops with about as many parameter classes each."""
-    weights = np.cumsum([len(chosen(name)) for name in names])
-    cuts = [0, *(int(np.searchsorted(weights, weights[-1] * i / n)) + 1 for i in range(1, n)), len(names)]
-    return tuple(tuple(names[a:b]) for a, b in itertools.pairwise(cuts) if b > a)
-
-
 #: Chunks per mode: torch.compile's modes in one chunk (AOTAutograd refuses the double backward
 #: of the whole compiled graph, whatever it holds); the others in a few, so that the xdist
 #: workers share the compiles.
-CHUNKS = {"torchscript": _parts(OPS, 2), "aot_eager": (tuple(OPS),), "inductor": (tuple(OPS),),
-          "function": _parts(OPS, 2), "xla": _parts(OPS, 2)}
+CHUNKS = {"torchscript": _compiled_selection.parts(OPS, 2), "aot_eager": (tuple(OPS),), "inductor": (tuple(OPS),),
+          "function": _compiled_selection.parts(OPS, 2), "xla": _compiled_selection.parts(OPS, 2)}
 _QUICK_RUN = [False]
 
 
@@ -133,12 +125,12 @@ def _test_mode_op(item: Any) -> tuple[str, str] | None:
     return (params["mode"], params["op"]) if "mode" in params and "op" in params else None
 
 
-#: The quick profile's selection of this module's tests (:mod:`._quick_sample`).
+#: The quick profile's selection of this module's tests (:mod:`._compiled_selection`).
 QUICK_SAMPLE = "dlconform-compiled-second-order-quick-sample"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    _QUICK_RUN[0] = _quick_sample.register(metafunc, QUICK_SAMPLE, (*ch.TORCH_MODES, *ch.TF_MODES), _test_mode_op)
+    _QUICK_RUN[0] = _compiled_selection.register(metafunc, QUICK_SAMPLE, (*ch.TORCH_MODES, *ch.TF_MODES), _test_mode_op)
 
 
 # ------------------------------------------------------------------ one chunk

@@ -1,4 +1,5 @@
-"""The quick profile's selection of a compiled suite's (mode, op) tests (``--dl-profile=quick``).
+"""How the compiled suites select and batch their (mode, op) tests: chunks of consecutive ops
+(:func:`parts`), and the quick profile's selection (``--dl-profile=quick``).
 
 Per compiled mode, the ops of :func:`pytest_dlconform.api.compiled_ops` for the run's
 ``--dl-seed`` (one op of every op family per mode, a deterministic rotation by the seed); the
@@ -11,15 +12,26 @@ once per run, while the module collects (:func:`register`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pytest_dlconform.api import compiled_ops, of_run
+from pytest_dlconform.api.programs import samples
 
 #: An item's (compiled mode, op), or None for a test of the module that is not per op.
 PairOf = Callable[[Any], "tuple[str, str] | None"]
+
+
+def parts(names: Sequence[str], n: int) -> tuple[tuple[str, ...], ...]:
+    """``names`` (ops of the library) in ``n`` runs of consecutive ops with (about) as many
+    parameter classes each."""
+    weights = np.cumsum([len({s.params for s in samples(name)}) for name in names])
+    cuts = [0, *(int(np.searchsorted(weights, weights[-1] * i / n)) + 1 for i in range(1, n)), len(names)]
+    return tuple(tuple(names[a:b]) for a, b in itertools.pairwise(cuts) if b > a)
 
 
 class ModeOpSample:
