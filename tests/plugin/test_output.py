@@ -103,6 +103,53 @@ def test_shrinking_is_bounded_in_the_ci_profile_and_the_report_says_so(suite: py
     assert note + "; use --dl-profile=thorough to shrink fully" in out
 
 
+PINNED_PROPERTY = """
+import pytest
+from hypothesis import given, strategies as st
+
+@pytest.mark.claim("autodiff.tape.watch")
+@given(st.integers(0, 10**6))
+def test_pinned(x):
+    with open("calls.txt", "a") as fh:
+        fh.write(f"{x}\\n")
+    assert x < 1000, "planted violation"
+"""
+
+PIN = """
+[[divergence]]
+claim = "autodiff.tape.watch"
+tests = ["TESTS"]
+exception = "AssertionError"
+message = "planted violation"
+versions = { pytest = "*" }
+reason = "tracked upstream"
+expires = 2999-01-01
+"""
+
+
+def test_a_pinned_test_stops_at_its_first_failing_example(suite: pytest.Pytester) -> None:
+    """A test a known divergence pins runs without shrinking: hypothesis stops at the first
+    failing example and replays it once (a pinned failure cost about 6 times a passing test);
+    the same test unpinned is shrunk as before, to the minimal example 1000."""
+    suite.makepyfile(test_pin=PINNED_PROPERTY)
+    calls = suite.path / "calls.txt"
+
+    def failing(args: tuple[str, ...], tests: str) -> list[int]:
+        suite.makefile(".toml", known=PIN.replace("TESTS", tests))
+        if calls.exists():
+            calls.unlink()
+        result = suite.runpytest_subprocess("--dl-framework=torch", "--dl-divergences=known.toml", *args)
+        assert result.ret == (0 if tests.startswith("test_pin") else 1), result.stdout.str()
+        return [x for x in map(int, calls.read_text().split()) if x >= 1000]
+
+    for profile in ("ci", "quick", "thorough"):
+        args = (f"--dl-profile={profile}", "--hypothesis-seed=1")
+        pinned = failing(args, "test_pin.py::test_pinned*")
+        assert len(pinned) == 2 and pinned[0] == pinned[1] != 1000, (profile, pinned)  # found, then replayed
+        shrunk = failing(args, "other.py::*")  # the entry pins another test: this one is not pinned
+        assert len(set(shrunk)) > 2 and shrunk[-1] == 1000, (profile, shrunk[-5:])
+
+
 LOGGING_SUITE = """
 import pytest
 

@@ -145,3 +145,23 @@ def test_replay_profile_generates_nothing() -> None:
     assert Phase.generate not in laid.phases and Phase.reuse in laid.phases
     explore = budgets.claim_settings(settings(phases=[Phase.explicit, Phase.generate]), settings.get_profile("dlconform-explore"))
     assert tuple(explore.phases) == (Phase.explicit, Phase.generate)  # a test's own phases stay otherwise
+
+
+def test_quick_and_ci_leave_out_only_the_explain_phase() -> None:
+    """hypothesis's explain phase re-runs a shrunk failure many times to comment on it: quick
+    and ci leave it out of every claim test, the other profiles keep a test's own phases."""
+    from hypothesis import Phase, settings
+
+    from pytest_dlconform.core import budgets
+    from pytest_dlconform.run import profiles
+
+    profiles.register()
+    everything = settings(phases=list(Phase))
+    for name in ("quick", "ci"):
+        laid = budgets.claim_settings(everything, settings.get_profile(f"dlconform-{name}"))
+        assert set(laid.phases) == set(Phase) - {Phase.explain}, name
+    for name in ("thorough", "explore"):
+        laid = budgets.claim_settings(everything, settings.get_profile(f"dlconform-{name}"))
+        assert set(laid.phases) == set(Phase), name
+    own = budgets.claim_settings(settings(phases=[Phase.generate]), settings.get_profile("dlconform-ci"))
+    assert tuple(own.phases) == (Phase.generate,)  # never phases the test left out

@@ -64,12 +64,10 @@ def claim_settings(test_settings: Any, budget: Any) -> Any:
     declared = ci_examples_of(test_settings)
     examples = budget.max_examples if declared is None else max(1, round(declared * budget.max_examples / CI_EXAMPLES))
     health = tuple(dict.fromkeys([*test_settings.suppress_health_check, *budget.suppress_health_check]))
-    from hypothesis import Phase
-
-    # A test's own phases stay, except that a budget which generates nothing (replay) keeps
-    # the test from generating too.
-    phases = test_settings.phases if Phase.generate in budget.phases else tuple(
-        p for p in test_settings.phases if p in budget.phases)
+    # A test's own phases, within the budget's: a budget which generates nothing (replay)
+    # keeps the test from generating too; quick and ci leave out hypothesis's explain phase
+    # (profiles.PHASES).
+    phases = tuple(p for p in test_settings.phases if p in budget.phases)
     return settings(
         test_settings, max_examples=examples, derandomize=budget.derandomize,
         database=None if budget.derandomize else budget.database, deadline=budget.deadline,
@@ -103,6 +101,33 @@ def as_default(budget: Any) -> Iterator[None]:
         return
     with local_settings(budget):
         yield
+
+
+@contextlib.contextmanager
+def first_failure_only(function: Any, budget: Any) -> Iterator[Any]:
+    """While a test that a known divergence pins runs: its hypothesis settings without the
+    shrink phase (and the explain phase inside it), so hypothesis stops at the first failing
+    example and reports that one, instead of generating on, shrinking and explaining a
+    failure whose finding already has its standalone script (a pinned failure used to cost
+    about 6 times a passing test's time: 0.76 s against 0.13 s a test in a quick run). The
+    failure's type and place, which the entry's symptom names, are the same either way: a
+    symptom that does not match still fails the test, with an example that is not minimal
+    (``--dl-profile=thorough`` shrinks it). Yields ``budget`` with the same phases, for the
+    properties the test defines inside itself; the test's settings are restored afterwards."""
+    from hypothesis import Phase, settings
+
+    drop = (Phase.shrink, Phase.explain)
+    target = getattr(function, "__func__", function)
+    current = getattr(target, "_hypothesis_internal_use_settings", None)
+    nested = settings(budget, phases=tuple(p for p in budget.phases if p not in drop))
+    if current is None or not getattr(target, "is_hypothesis_test", False):
+        yield nested
+        return
+    target._hypothesis_internal_use_settings = settings(current, phases=tuple(p for p in current.phases if p not in drop))
+    try:
+        yield nested
+    finally:
+        target._hypothesis_internal_use_settings = current
 
 
 #: The start of what hypothesis reports when it stops a slow shrink (its five-minute limit,

@@ -128,12 +128,24 @@ def bounded_shrinking(item: pytest.Item, worker: Worker | None) -> Iterator[None
         return
     profile = worker.settings.profile
     seconds = None if worker.config.getoption("hypothesis_profile", None) else budgets.SHRINK_SECONDS.get(profile)
-    with budgets.as_default(worker.budget.current()), budgets.bounded_shrinking(seconds, profile) as notes:
+    budget = worker.budget.current()
+    with contextlib.ExitStack() as stack:
+        if _pinned(worker, item, _info(item)):  # runs to its first failing example
+            budget = stack.enter_context(budgets.first_failure_only(getattr(item, "function", None), budget))
+        notes = stack.enter_context(budgets.bounded_shrinking(seconds, profile))
+        stack.enter_context(budgets.as_default(budget))
         try:
             yield
         finally:
             if notes:
                 item.stash[SHRINK_KEY] = notes
+
+
+def _pinned(worker: Worker, item: pytest.Item, info: Any) -> bool:
+    """Whether a live known-divergence entry pins this claim test (whatever the symptom)."""
+    test = {"nodeid": item.nodeid, "identity": worker.guard.test_identity(item), "claim": info.claim,
+            "params": info.params}
+    return bool(worker.known.pins(test))
 
 
 @contextlib.contextmanager

@@ -8,6 +8,11 @@ PREFIX = "dlconform-"
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 THOROUGH_EXAMPLES = 200
 QUICK_EXAMPLES = 2
+#: The phases of the quick and ci profiles: hypothesis's own but its explain phase, which
+#: re-runs a shrunk failing example many times over to comment which of its parts matter
+#: (for a claim test that runs every sample of an op per example, seconds per failure; it
+#: changes no verdict). thorough, explore and replay keep it.
+PHASES = tuple(p for p in Phase if p is not Phase.explain)
 
 
 def register() -> None:
@@ -17,13 +22,14 @@ def register() -> None:
     # (quick_compiled_sample); randomized, and still no example database so a shared checkout
     # never replays another person's failures silently. The ci profile checks everything.
     settings.register_profile(
-        PREFIX + "quick", max_examples=QUICK_EXAMPLES, deadline=None, database=None, suppress_health_check=_SLOW_OK
+        PREFIX + "quick", max_examples=QUICK_EXAMPLES, deadline=None, database=None, suppress_health_check=_SLOW_OK,
+        phases=PHASES,
     )
     # ci: derandomized (the same examples every run, so two runs differ only by the stack
     # under test), no example database, failure blobs printed for reproduction.
     settings.register_profile(
         PREFIX + "ci", max_examples=20, deadline=None, database=None, derandomize=True,
-        print_blob=True, suppress_health_check=_SLOW_OK,
+        print_blob=True, suppress_health_check=_SLOW_OK, phases=PHASES,
     )
     # thorough: nightly and upgrade checks.
     settings.register_profile(

@@ -22,6 +22,16 @@ class KnownDivergences:
             return None
         return divergences.match_failure(self.entries, test, failure, self.environment.doc())
 
+    def pins(self, test: dict[str, Any]) -> bool:
+        """Whether a live entry for this run's stack pins ``test`` (whatever its symptom): such a
+        test runs to its first failing example (budgets.first_failure_only)."""
+        if not self.entries:
+            return False
+        import datetime as dt
+
+        today, env = dt.date.today(), self.environment.doc()
+        return any(e.expires >= today and e.other_stack(env) is None and e.selects(test) for e in self.entries)
+
     def elsewhere(self, test: dict[str, Any], failure: Any) -> Any:
         """The entry a violated test would match but for the version (divergences.match_elsewhere)."""
         from ...report import divergences
