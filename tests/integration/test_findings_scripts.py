@@ -1,7 +1,8 @@
 """Each shipped known divergence's standalone script reproduces it in a fresh interpreter.
 
 The scripts in pytest_dlconform/report/findings/ import only the framework and numpy; here each
-runs as a maintainer would run it (``python SCRIPT``, a clean environment, a deadline) and
+runs as a maintainer would run it (``python SCRIPT``, a clean environment, a deadline; forked
+from an interpreter that only imported the script's frameworks, script_zygote.py) and
 must exit 1 with its BUG PRESENT line on this stack, the stack the entries are for. When a
 framework release fixes one, its script exits 0, this test fails, and the entry (and the
 script's test here) must be retired: the same discipline as an UNMATCHED entry. On another
@@ -14,12 +15,17 @@ import fnmatch
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib import metadata, resources
+from pathlib import Path
 
 import pytest
 
 from pytest_dlconform.core import devices
 from pytest_dlconform.report import divergences
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import script_zygote  # this folder's helper
 
 FINDINGS = resources.files("pytest_dlconform.report") / "findings"
 ENTRIES = divergences.load(str(resources.files("pytest_dlconform.report") / "known_divergences.toml"))
@@ -64,11 +70,34 @@ def _other_stack(pins: list[tuple[str, str]]) -> str | None:
     return None
 
 
-def _run(path: str, *, network: bool) -> subprocess.CompletedProcess[str]:
+def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH")}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return env
+
+
+@pytest.fixture(scope="module")
+def zygotes() -> Iterator[dict[tuple[str, ...], script_zygote.Zygote]]:
+    """This worker's zygotes, one per set of preloaded frameworks (script_zygote.py)."""
+    made: dict[tuple[str, ...], script_zygote.Zygote] = {}
+    yield made
+    for z in made.values():
+        z.close()
+
+
+def _run(path: str, *, network: bool, zygotes: dict[tuple[str, ...], script_zygote.Zygote]
+         ) -> subprocess.CompletedProcess[str]:
+    env = _clean_env()
     if not network:
-        return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+        # python SCRIPT, forked from an interpreter that has imported the script's frameworks
+        # and run nothing else (script_zygote.py): the same exit code and output, without
+        # TensorFlow's import once per script
+        preload = script_zygote.preload_of(Path(path).read_text())
+        if not preload:
+            return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+        if preload not in zygotes:
+            zygotes[preload] = script_zygote.Zygote(preload, env)
+        return zygotes[preload].run(path, TIMEOUT_S)
     # TensorFlow's servers listen on every interface: run the script (and its workers, which
     # inherit the namespace) in a private network namespace with only loopback.
     from pytest_dlconform.harness import netns
@@ -111,11 +140,11 @@ def test_the_scripts_import_only_the_framework_numpy_and_the_standard_library():
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
-def test_the_script_reproduces_the_divergence_in_a_fresh_interpreter(name):
+def test_the_script_reproduces_the_divergence_in_a_fresh_interpreter(name, zygotes):
     elsewhere = _other_stack(SCRIPTS[name])
     if elsewhere:
         pytest.skip(elsewhere)
-    proc = _run(str(FINDINGS / name), network="multiworker" in name)
+    proc = _run(str(FINDINGS / name), network="multiworker" in name, zygotes=zygotes)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     if name in RIGHT_ON_CPUS_WITH and proc.returncode == 0 and lines and lines[-1].startswith("FIXED: "):
         flag, where = RIGHT_ON_CPUS_WITH[name]
