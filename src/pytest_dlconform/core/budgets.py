@@ -29,6 +29,29 @@ _APPLIED = "_dlconform_budget_applied"
 
 # Seconds of shrinking per failing test; None keeps hypothesis's own limit (five minutes).
 SHRINK_SECONDS: dict[str, float | None] = {"quick": 2.0, "ci": 5.0, "thorough": None, "explore": None, "replay": None}
+# Seconds of shrinking per process (an xdist worker, or the run without one), over all its
+# failing claim tests: a broken stack fails many tests, and shrinking each for its bound made
+# a failing ci run several times a passing one's wall time. Once a process has spent them, its
+# later failing tests run to their first failing example (first_failure_only) and say so
+# (run_budget_note). Which failures get shrunk depends on the order a worker meets them; the
+# verdicts do not. None: no bound.
+RUN_SHRINK_SECONDS: dict[str, float | None] = {"quick": 10.0, "ci": 30.0, "thorough": None, "explore": None,
+                                               "replay": None}
+_shrink_spent = [0.0]  # this process's seconds of shrinking so far
+
+
+def shrinking_left(profile: str | None) -> float | None:
+    """Seconds of shrinking this process has left in ``profile`` (None: unbounded)."""
+    total = RUN_SHRINK_SECONDS.get(profile or "")
+    return None if total is None else max(0.0, total - _shrink_spent[0])
+
+
+def run_budget_note(profile: str | None) -> str:
+    """What a failing claim test says when the process's shrinking budget was spent before it ran."""
+    total = RUN_SHRINK_SECONDS.get(profile or "")
+    return (f"dlconform did not shrink this failure: this process spent its {total:g} s of shrinking "
+            f"(--dl-profile={profile}) on earlier failures; the example shown is the first failing one; "
+            "use --dl-profile=thorough to shrink fully")
 
 
 _active: list[Any] = []  # the budget of this process's run, once a claim test needs it
@@ -173,12 +196,25 @@ def bounded_shrinking(seconds: float | None, profile: str | None = None) -> Iter
     def report(text: str) -> None:
         old_report(note if str(text).startswith(HYPOTHESIS_SLOW_SHRINK) else text)
 
+    old_shrink = runner.shrink_interesting_examples
+
+    def shrink_interesting_examples(self: Any) -> Any:  # counted in the process's shrinking budget
+        import time
+
+        started = time.monotonic()
+        try:
+            return old_shrink(self)
+        finally:
+            _shrink_spent[0] += time.monotonic() - started
+
     engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]  # a module constant, restored below
     runner.exit_with = exit_with  # type: ignore[method-assign,assignment]  # restored below; claim tests only
+    runner.shrink_interesting_examples = shrink_interesting_examples  # type: ignore[method-assign]  # restored below
     engine.report = report  # restored below; claim tests only
     try:
         yield notes
     finally:
         engine.MAX_SHRINKING_SECONDS = old_limit
         runner.exit_with = old_exit  # type: ignore[method-assign]
+        runner.shrink_interesting_examples = old_shrink  # type: ignore[method-assign]
         engine.report = old_report

@@ -127,15 +127,29 @@ def bounded_shrinking(item: pytest.Item, worker: Worker | None) -> Iterator[None
         yield
         return
     profile = worker.settings.profile
-    seconds = None if worker.config.getoption("hypothesis_profile", None) else budgets.SHRINK_SECONDS.get(profile)
+    own = worker.config.getoption("hypothesis_profile", None)  # the user's budget: hypothesis's own shrinking
+    seconds = None if own else budgets.SHRINK_SECONDS.get(profile)
+    left = None if own else budgets.shrinking_left(profile)
+    spent = left is not None and left <= 0
+    if left is not None and not spent:
+        seconds = left if seconds is None else min(seconds, left)
     budget = worker.budget.current()
     with contextlib.ExitStack() as stack:
-        if _pinned(worker, item, _info(item)):  # runs to its first failing example
+        # A test a known divergence pins, or any test once the process's shrinking budget is
+        # spent, runs to its first failing example.
+        pinned = _pinned(worker, item, _info(item))
+        if pinned or spent:
             budget = stack.enter_context(budgets.first_failure_only(getattr(item, "function", None), budget))
         notes = stack.enter_context(budgets.bounded_shrinking(seconds, profile))
         stack.enter_context(budgets.as_default(budget))
         try:
             yield
+        except (pytest.skip.Exception, pytest.xfail.Exception):
+            raise
+        except BaseException:
+            if spent and not pinned:
+                notes.append(budgets.run_budget_note(profile))
+            raise
         finally:
             if notes:
                 item.stash[SHRINK_KEY] = notes
