@@ -1,4 +1,4 @@
-"""--dl-shard end to end: a small claim set run whole and as 3 shards, merged: the same
+"""--dl-shard end to end: a small claim set run whole and as 2 shards, merged: the same
 verdict for every test, and compare finds no change; the compiled-backward suite's chunks
 stay in one shard."""
 
@@ -36,14 +36,16 @@ def _verdicts(doc: Any) -> dict[str, tuple[Any, ...]]:
     return {shards.test_key(t["nodeid"]): (t["verdict"], t.get("expected"), t.get("divergence")) for t in doc.tests()}
 
 
-def test_three_merged_shards_give_the_verdicts_of_one_run(tmp_path: Path) -> None:
+def test_merged_shards_give_the_verdicts_of_one_run(tmp_path: Path) -> None:
+    """Two shards (each run costs about 12 s of imports and collection before its tests: a
+    third added that, not a check; the planner's N-way split is tests/unit's)."""
     pytest.importorskip("torch")
     pytest.importorskip("tensorflow")
     whole = _run(tmp_path, "whole")
-    parts = [(f"s{i}", _run(tmp_path, f"s{i}", f"--dl-shard={i}/3")) for i in (1, 2, 3)]
-    assert all(p.environment["shard"]["count"] == 3 for _, p in parts)
+    parts = [(f"s{i}", _run(tmp_path, f"s{i}", f"--dl-shard={i}/2")) for i in (1, 2)]
+    assert all(p.environment["shard"]["count"] == 2 for _, p in parts)
     keys = [set(_verdicts(p)) for _, p in parts]
-    assert all(keys) and not (keys[0] & keys[1] or keys[0] & keys[2] or keys[1] & keys[2])
+    assert all(keys) and not keys[0] & keys[1]
     merged = merge.merge(parts)
     assert _verdicts(merged) == _verdicts(whole)
     assert merged.counts == whole.counts
