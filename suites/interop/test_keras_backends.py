@@ -51,6 +51,12 @@ CLAIM_MODES = {"float32": ("backend=tensorflow", "backend=torch", "backend=jax",
                "float64": ("backend=tensorflow", "mode=inference", "mode=training")}
 
 
+# One batch of fresh interpreters serves every test of the module (the module-scoped
+# backend_runs): --dl-shard keeps the tests in one shard, which pays for the batch once (split
+# over two shards, each started all four interpreters: 45 and 49 s of one ci run's shards).
+pytestmark = pytest.mark.dl_shard_group("backend-runs")
+
+
 @dataclass
 class Runs:
     batch: Batch
