@@ -138,7 +138,8 @@ def test_a_pinned_test_stops_at_its_first_failing_example(suite: pytest.Pytester
         suite.makefile(".toml", known=PIN.replace("TESTS", tests))
         if calls.exists():
             calls.unlink()
-        result = suite.runpytest_subprocess("--dl-framework=torch", "--dl-divergences=known.toml", *args)
+        result = suite.runpytest_subprocess("--dl-framework=torch", "--dl-divergences=known.toml", "--dl-report=r.json",
+                                            *args)
         assert result.ret == (0 if tests.startswith("test_pin") else 1), result.stdout.str()
         return [x for x in map(int, calls.read_text().split()) if x >= 1000]
 
@@ -146,6 +147,10 @@ def test_a_pinned_test_stops_at_its_first_failing_example(suite: pytest.Pytester
         args = (f"--dl-profile={profile}", "--hypothesis-seed=1")
         pinned = failing(args, "test_pin.py::test_pinned*")
         assert len(pinned) == 2 and pinned[0] == pinned[1] != 1000, (profile, pinned)  # found, then replayed
+        [test] = json.loads((suite.path / "r.json").read_text())["claims"]["autodiff.tape.watch"]["tests"]
+        assert test["verdict"] == "violated" and test["expected"] == "tracked upstream"
+        assert test["evidence"]["notes"]["shrinking"].startswith("dlconform did not shrink this failure: a known "
+                                                                 "divergence entry pins this test")
         shrunk = failing(args, "other.py::*")  # the entry pins another test: this one is not pinned
         assert len(set(shrunk)) > 2 and shrunk[-1] == 1000, (profile, shrunk[-5:])
 

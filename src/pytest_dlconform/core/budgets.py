@@ -48,6 +48,13 @@ def shrinking_left(profile: str | None) -> float | None:
     return None if total is None else max(0.0, total - _shrink_spent[0])
 
 
+def pinned_note() -> str:
+    """What a failing claim test that a known divergence pins says of its example."""
+    return ("dlconform did not shrink this failure: a known divergence entry pins this test, which stops at its "
+            "first failing example; to shrink it, run its reproduce line without --dl-divergences and with "
+            "--dl-profile=thorough")
+
+
 def run_budget_note(profile: str | None) -> str:
     """What a failing claim test says when the process's shrinking budget was spent before it ran."""
     total = RUN_SHRINK_SECONDS.get(profile or "")
@@ -130,15 +137,16 @@ def as_default(budget: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def first_failure_only(function: Any, budget: Any) -> Iterator[Any]:
-    """While a test that a known divergence pins runs: its hypothesis settings without the
+    """While a test that a known divergence pins runs (or any test, once the process has spent
+    its shrinking budget, :data:`RUN_SHRINK_SECONDS`): its hypothesis settings without the
     shrink phase (and the explain phase inside it), so hypothesis stops at the first failing
     example and reports that one, instead of generating on, shrinking and explaining a
     failure whose finding already has its standalone script (a pinned failure used to cost
     about 6 times a passing test's time: 0.76 s against 0.13 s a test in a quick run). The
     failure's type and place, which the entry's symptom names, are the same either way: a
     symptom that does not match still fails the test, with an example that is not minimal
-    (``--dl-profile=thorough`` shrinks it). Yields ``budget`` with the same phases, for the
-    properties the test defines inside itself; the test's settings are restored afterwards."""
+    and a note that says so (:func:`pinned_note`). Yields ``budget`` with the same phases, for
+    the properties the test defines inside itself; the test's settings are restored afterwards."""
     from hypothesis import Phase, settings
 
     drop = (Phase.shrink, Phase.explain)

@@ -147,7 +147,9 @@ def bounded_shrinking(item: pytest.Item, worker: Worker | None) -> Iterator[None
         except (pytest.skip.Exception, pytest.xfail.Exception):
             raise
         except BaseException:
-            if spent and not pinned:
+            if pinned:
+                notes.append(budgets.pinned_note())
+            elif spent:
                 notes.append(budgets.run_budget_note(profile))
             raise
         finally:
