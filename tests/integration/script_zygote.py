@@ -118,15 +118,20 @@ class Zygote:
         os.rmdir(self.folder)
 
 
-def preload_of(source: str) -> tuple[str, ...]:
-    """What a zygote may import ahead of a script: the frameworks it imports at top level or in
-    functions (tensorflow, torch; keras only where the script leaves Keras on its default
-    TensorFlow backend, since Keras fixes its backend when imported)."""
+def imported(source: str) -> set[str]:
+    """The top-level packages a script imports, at top level or in functions."""
     import ast
 
     tree = ast.parse(source)
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    return names | {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+
+def preload_of(source: str) -> tuple[str, ...]:
+    """What a zygote may import ahead of a script: the frameworks it imports (tensorflow,
+    torch; keras only where the script leaves Keras on its default TensorFlow backend, since
+    Keras fixes its backend when imported)."""
+    names = imported(source)
     other_backend = any(f'"KERAS_BACKEND"] = "{b}"' in source or f'"KERAS_BACKEND", "{b}"' in source
                         for b in ("jax", "torch", "numpy", "openvino"))
     out = []

@@ -431,14 +431,18 @@ def _date(value: Any, where: str) -> dt.date:
 # ------------------------------------------------------------------ in the test process
 
 
+def pinning(entries: Sequence[Divergence], test: Mapping[str, Any], env: Mapping[str, Any],
+            today: dt.date | None = None) -> list[Divergence]:
+    """The live entries (not expired, for the stack ``env`` describes) whose pinned tests
+    include ``test``, whatever its symptom, in file order."""
+    today = today or dt.date.today()
+    return [e for e in entries if e.expires >= today and e.other_stack(env) is None and e.selects(test)]
+
+
 def match_failure(entries: Sequence[Divergence], test: Mapping[str, Any], failure: Failure,
                   env: Mapping[str, Any], today: dt.date | None = None) -> Divergence | None:
     """The live entry whose pinned tests include ``test`` and whose symptom ``failure`` shows."""
-    today = today or dt.date.today()
-    for entry in entries:
-        if entry.expires >= today and entry.other_stack(env) is None and entry.selects(test) and entry.shows(failure):
-            return entry
-    return None
+    return next((entry for entry in pinning(entries, test, env, today) if entry.shows(failure)), None)
 
 
 def match_elsewhere(entries: Sequence[Divergence], test: Mapping[str, Any], failure: Failure,

@@ -123,7 +123,8 @@ def _count(item: pytest.Item, caught: list[warnings.WarningMessage]) -> None:
 def bounded_shrinking(item: pytest.Item, worker: Worker | None) -> Iterator[None]:
     """While a claim test runs: the run's budget as hypothesis's default (nested properties)
     and shrinking bounded as its profile says."""
-    if worker is None or _info(item) is None:
+    info = _info(item) if worker is not None else None
+    if worker is None or info is None:
         yield
         return
     profile = worker.settings.profile
@@ -137,7 +138,7 @@ def bounded_shrinking(item: pytest.Item, worker: Worker | None) -> Iterator[None
     with contextlib.ExitStack() as stack:
         # A test a known divergence pins, or any test once the process's shrinking budget is
         # spent, runs to its first failing example.
-        pinned = _pinned(worker, item, _info(item))
+        pinned = _pinned(worker, item, info)
         if pinned or spent:
             budget = stack.enter_context(budgets.first_failure_only(getattr(item, "function", None), budget))
         notes = stack.enter_context(budgets.bounded_shrinking(seconds, profile))
@@ -159,9 +160,15 @@ def bounded_shrinking(item: pytest.Item, worker: Worker | None) -> Iterator[None
 
 def _pinned(worker: Worker, item: pytest.Item, info: Any) -> bool:
     """Whether a live known-divergence entry pins this claim test (whatever the symptom)."""
-    test = {"nodeid": item.nodeid, "identity": worker.guard.test_identity(item), "claim": info.claim,
+    return bool(worker.known.pins(_as_selected(worker, item, info)))
+
+
+def _as_selected(worker: Worker, item: pytest.Item, info: Any) -> dict[str, Any]:
+    """The test as known-divergence entries select it: matched by its identity inside the
+    package, since a reproduce line (pytest --pyargs pytest_dlconform.suites.autodiff.test_ops::...)
+    gives the test a node id with no path."""
+    return {"nodeid": item.nodeid, "identity": worker.guard.test_identity(item), "claim": info.claim,
             "params": info.params}
-    return bool(worker.known.pins(test))
 
 
 @contextlib.contextmanager
@@ -276,10 +283,7 @@ def _match(worker: Worker, item: pytest.Item, info: Any, exc: BaseException,
     """The live known-divergence entry that pins this test and this symptom (or None), the
     failure as matched, and the test as the entries select it."""
     failure = outcomes.failure(exc, evidence)
-    # Matched by its identity inside the package: a reproduce line (pytest --pyargs
-    # pytest_dlconform.suites.autodiff.test_ops::...) gives the test a node id with no path.
-    test = {"nodeid": item.nodeid, "identity": worker.guard.test_identity(item), "claim": info.claim,
-            "params": info.params}
+    test = _as_selected(worker, item, info)
     return worker.known.match(test, failure), failure, test
 
 

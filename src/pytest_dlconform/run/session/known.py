@@ -25,12 +25,9 @@ class KnownDivergences:
     def pins(self, test: dict[str, Any]) -> bool:
         """Whether a live entry for this run's stack pins ``test`` (whatever its symptom): such a
         test runs to its first failing example (budgets.first_failure_only)."""
-        if not self.entries:
-            return False
-        import datetime as dt
+        from ...report import divergences
 
-        today, env = dt.date.today(), self.environment.doc()
-        return any(e.expires >= today and e.other_stack(env) is None and e.selects(test) for e in self.entries)
+        return bool(self.entries) and bool(divergences.pinning(self.entries, test, self.environment.doc()))
 
     def elsewhere(self, test: dict[str, Any], failure: Any) -> Any:
         """The entry a violated test would match but for the version (divergences.match_elsewhere)."""
