@@ -210,3 +210,33 @@ def test_per_test_seed_is_stable_across_runs_and_workers(suite, monkeypatch):
     first, in_worker, other_base = out.read_text().splitlines()
     assert first == in_worker, "the same test got different seeds in-process and in an xdist worker"
     assert first.split()[0] != other_base.split()[0], "--dl-seed did not change the per-test seed"
+
+
+TWO_ANSWERS_SUITE = """
+import pytest
+from hypothesis import given, strategies as st
+
+calls = []
+
+@pytest.mark.claim("data.tfdata.shuffle")
+@given(n=st.integers(2, 2))
+def test_a_framework_that_answers_one_example_two_ways(n):
+    calls.append(n)
+    assert len(calls) > 1, "a second pipeline seeded the same way gave another order"
+"""
+
+
+def test_a_failure_that_a_replay_did_not_repeat_is_a_violation(suite):
+    """A framework that gives a wrong answer once and a right one on the replay (hypothesis's
+    FlakyFailure) gave the wrong answer: violated (pytest: failed), never a harness error, and the
+    report says the failure did not repeat."""
+    import json
+
+    suite.makepyfile(test_two=TWO_ANSWERS_SUITE)
+    result = suite.runpytest_subprocess("--dl-report=r.json", "--dl-autosave=no")
+    result.assert_outcomes(failed=1)
+    assert "0 holds, 1 violated, 0 not applicable, 0 error" in result.stdout.str()
+    [test] = json.loads((suite.path / "r.json").read_text())["claims"]["data.tfdata.shuffle"]["tests"]
+    assert test["verdict"] == "violated"
+    exception = test["evidence"]["exception"]
+    assert "another order" in exception["message"] and "two ways" in exception["did_not_repeat"]

@@ -273,6 +273,28 @@ def test_hypothesis_refusing_a_test_is_a_harness_error() -> None:
     assert outcomes.classify(Unsatisfiable("no examples")) == results.ERROR
 
 
+def test_a_failure_that_did_not_repeat_is_judged_by_what_failed() -> None:
+    """The framework answered one example two ways: the wrong answer was given (a violation);
+    a deadline that did not repeat is our timing (a harness error)."""
+    from datetime import timedelta
+
+    from hypothesis.errors import DeadlineExceeded, Flaky, FlakyFailure, FlakyStrategyDefinition
+
+    wrong = FlakyFailure("Falsified on the first call but did not on a subsequent one",
+                         [AssertionError("a second pipeline seeded the same way gave another order")])
+    assert outcomes.classify(wrong) == results.VIOLATED
+    assert outcomes.did_not_repeat(wrong) and not outcomes.did_not_repeat(AssertionError("x"))
+    evidence = outcomes.exception_evidence(ExceptionGroup("two", [wrong]))
+    assert "answered the same call two ways" in evidence["did_not_repeat"]
+    assert "another order" in evidence["message"] and "AssertionError" in evidence["types"]
+    assert "did_not_repeat" not in outcomes.exception_evidence(AssertionError("x"))
+    slow = FlakyFailure("Unreliable test timings", [DeadlineExceeded(timedelta(seconds=2), timedelta(seconds=1))])
+    assert outcomes.classify(slow) == results.ERROR
+    assert outcomes.classify(FlakyFailure("mixed", [AssertionError("a"), ImportError("b")])) == results.ERROR
+    assert outcomes.classify(Flaky("Inconsistent results from replaying")) == results.ERROR
+    assert outcomes.classify(FlakyStrategyDefinition("a strategy drew differently")) == results.ERROR
+
+
 def test_the_failure_of_a_remote_error_is_its_type_and_message() -> None:
     failure = outcomes.failure(TaskError(Remote("a.b.ValueError", "PerReplica")),
                                {"checks": {"x": {"observed": 2.0, "tolerance": 1.0, "margin": 2.0},

@@ -12,12 +12,18 @@ The rule (README, "What a run tells you"):
   :class:`~pytest_dlconform.core.exceptions.HarnessError` (our processes, deadlines, clusters,
   fresh interpreters, an :class:`~pytest_dlconform.core.exceptions.InconclusiveCheck` no test
   handled), an install that cannot import (``ImportError``), hypothesis refusing
-  the test (health checks, unsatisfiable, flaky), a bug in the test's own text
+  the test (health checks, unsatisfiable, a strategy that drew differently), a bug in the test's own text
   (``NameError``, ``SyntaxError``), an interrupt; and anything outside the call phase
   (fixtures, setup, teardown).
 - A program that raised inside a rank of one of our clusters (``TaskError``) is judged by
   what it raised there: a framework exception or an assertion is a violation; a harness
   error there is a harness error here.
+- A failure that did not repeat (hypothesis's ``FlakyFailure``: the first call with an example
+  failed, a replay with the same example did not) is judged by the failure it saw. The
+  examples a claim test draws are a function of its seed alone (house rule), so a failure that
+  does not repeat is the framework answering the same call two ways, and the answer that broke
+  the documented contract was really given: a violation when the failure was one, and the
+  evidence says it did not repeat.
 """
 
 from __future__ import annotations
@@ -29,10 +35,13 @@ from ..core.exceptions import REMOTE_HARNESS_NAMES, HarnessError
 from . import results
 from .divergences import Failure, failing_errors, reference_margins
 
-# Hypothesis refusing a test (health checks, unsatisfiable, flaky): a harness problem. Named,
-# not imported, so that classifying never imports hypothesis's internals.
-_HYPOTHESIS_HARNESS = frozenset({"FailedHealthCheck", "Unsatisfiable", "Flaky", "FlakyFailure",
-                                 "FlakyStrategyDefinition", "InvalidArgument", "InvalidDefinition",
+# Hypothesis refusing a test (health checks, unsatisfiable, a strategy drawing differently): a
+# harness problem. Named, not imported, so that classifying never imports hypothesis's internals.
+# (FlakyFailure is not among them: it holds the failure it saw, judged like any other.)
+# A deadline is about our timing, never a claim (the profiles set none; a user's may).
+_HYPOTHESIS_HARNESS = frozenset({"FailedHealthCheck", "Unsatisfiable", "Flaky", "FlakyStrategyDefinition",
+                                 "FlakyBackendFailure", "FlakyReplay", "DeadlineExceeded",
+                                 "InvalidArgument", "InvalidDefinition",
                                  "DidNotReproduce", "HypothesisDeprecationWarning"})
 # Python's own: a broken install or a bug in the test's text, never the framework's behaviour.
 _PYTHON_HARNESS = (ImportError, NameError, SyntaxError)
@@ -67,7 +76,18 @@ def classify(exc: BaseException) -> str:
 
 
 def _is_hypothesis_refusal(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("hypothesis") and bool(set(type_names(exc)) & _HYPOTHESIS_HARNESS)
+    return (type(exc).__module__.startswith("hypothesis") and not _did_not_repeat(exc)
+            and bool(set(type_names(exc)) & _HYPOTHESIS_HARNESS))
+
+
+def _did_not_repeat(exc: BaseException) -> bool:
+    """Hypothesis's FlakyFailure: a group of the failures a first call saw and a replay did not."""
+    return type(exc).__module__.startswith("hypothesis") and type(exc).__name__ == "FlakyFailure"
+
+
+def did_not_repeat(exc: BaseException) -> bool:
+    """Whether the exception, or a group inside it, is a failure that a replay did not repeat."""
+    return _did_not_repeat(exc) or any(did_not_repeat(e) for e in _group(exc))
 
 
 def _group(exc: BaseException) -> list[BaseException]:
@@ -116,5 +136,8 @@ def exception_evidence(exc: BaseException) -> dict[str, Any]:
     symptom = failure(exc)
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
-    parts = {"parts": [[list(t), m[:2000]] for t, m in symptom.parts]} if len(symptom.parts) > 1 else {}
+    parts: dict[str, Any] = {"parts": [[list(t), m[:2000]] for t, m in symptom.parts]} if len(symptom.parts) > 1 else {}
+    if did_not_repeat(exc):
+        parts["did_not_repeat"] = ("the first call with this example failed as shown; a replay with the same "
+                                   "example did not fail: the framework answered the same call two ways")
     return {"types": list(symptom.types), "message": symptom.message[:2000], "raised_at": where, **parts}
