@@ -51,6 +51,7 @@ from pytest_dlconform.api import (
     difference,
     evidence,
     not_applicable,
+    quick_selection,
 )
 from pytest_dlconform.api.programs import (
     INPUT_MAX,
@@ -148,6 +149,17 @@ def check_low_precision(fw: Any, case: ProgramCase, dtype: str, device: str, see
                       what=f"{fw.name} {op} gradient of input {i} in {dtype} vs float64", dtype=dtype)
     evidence.note(**{f"checked_{dtype}": True})
     return vacuous
+
+
+def _dtype_op(item: Any) -> tuple[str, str] | None:
+    """(dtype, op) of a test of this module (its mode in the quick profile's sample)."""
+    return quick_selection.callspec_pair(item, __name__, lambda i: i.callspec.params.get("dtype"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # The quick profile checks, per dtype, one op of every op family, rotated by --dl-seed
+    # (profiles.quick_op_sample; both frameworks take the same ops); the ci profile every op.
+    quick_selection.register_suite(metafunc, "low-precision", _dtype_op)
 
 
 @pytest.mark.claim("autodiff.gradient.low-precision")

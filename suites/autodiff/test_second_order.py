@@ -55,6 +55,7 @@ from pytest_dlconform.api import (
     check_hvp,
     evidence,
     not_applicable,
+    quick_selection,
     scaled,
 )
 from pytest_dlconform.api.programs import LINEAR_OPS, PIECEWISE_LINEAR, ProgramCase, coverage_key, ops_for, sample_cases, samples
@@ -322,6 +323,23 @@ def _run(framework: str, device: str, op: str, mode: str, settings: Any, example
 
 
 # --------------------------------------------------------------------------- the tests
+
+
+def _mode_op(item: Any) -> tuple[str, str] | None:
+    """("framework/derivative mode", op) of a test of this module (its mode in the quick
+    profile's sample): test_torch_op_hvp_reverse_over_reverse -> torch/reverse-over-reverse."""
+    def mode(i: Any) -> str:
+        framework = TORCH if i.originalname.startswith("test_torch") else TF
+        return f"{framework}/{ROR if i.originalname.endswith('reverse_over_reverse') else FOR}"
+
+    return quick_selection.callspec_pair(item, __name__, mode)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # The quick profile checks, per framework and mode, one op of every op family, rotated by
+    # --dl-seed (profiles.quick_op_sample), one judged sample each (QUICK_JUDGED); ci every op.
+    quick_selection.register_suite(metafunc, "second-order", _mode_op)
+
 
 
 @pytest.mark.claim("autodiff.gradient.second-order")

@@ -5,25 +5,23 @@ Per compiled mode, the ops of :func:`pytest_dlconform.api.compiled_ops` for the 
 ``--dl-seed`` (one op of every op family per mode, a deterministic rotation by the seed); the
 suite's other (mode, op) tests are deselected (pytest counts them), before the plugin selects
 claims and shards, so the suite's chunks compile the sampled ops only, and the coverage and
-combinations ledgers expect exactly this subset of a quick report. A test module cannot
-implement ``pytest_collection_modifyitems``: the selection is registered as a plugin object,
-once per run, while the module collects (:func:`register`).
+combinations ledgers expect exactly this subset of a quick report
+(:mod:`pytest_dlconform.run.quick_selection`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pytest
 
-from pytest_dlconform.api import compiled_ops, of_run
+from pytest_dlconform.api import compiled_ops, quick_selection
 from pytest_dlconform.api.programs import samples
 
 #: An item's (compiled mode, op), or None for a test of the module that is not per op.
-PairOf = Callable[[Any], "tuple[str, str] | None"]
+PairOf = quick_selection.PairOf
 
 
 def parts(names: Sequence[str], n: int) -> tuple[tuple[str, ...], ...]:
@@ -34,28 +32,9 @@ def parts(names: Sequence[str], n: int) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(names[a:b]) for a, b in itertools.pairwise(cuts) if b > a)
 
 
-class ModeOpSample:
-    def __init__(self, profile: str, seed: int, modes: Iterable[str], pair_of: PairOf) -> None:
-        self.sample = {mode: set(compiled_ops(profile, seed, mode)) for mode in modes}
-        self.pair_of = pair_of
-
-    def keeps(self, item: Any) -> bool:
-        pair = self.pair_of(item)
-        return pair is None or pair[1] in self.sample[pair[0]]
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        dropped = [item for item in items if not self.keeps(item)]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if self.keeps(item)]
-
-
 def register(metafunc: pytest.Metafunc, name: str, modes: Iterable[str], pair_of: PairOf) -> bool:
-    """In the quick profile, register the selection under ``name`` (once per run); whether the
-    run is quick."""
-    profile, seed = of_run(metafunc.config)
-    manager = metafunc.config.pluginmanager
-    if profile == "quick" and not manager.has_plugin(name):
-        manager.register(ModeOpSample(profile, seed, modes, pair_of), name)
-    return profile == "quick"
+    """In the quick profile, register the selection of the compiled suite ``name`` (once per
+    run): per mode of ``modes``, the ops of :func:`compiled_ops`; whether the run is quick."""
+    modes = tuple(modes)
+    return quick_selection.register(metafunc, name, pair_of,
+                                    lambda seed: {mode: compiled_ops("quick", seed, mode) for mode in modes})

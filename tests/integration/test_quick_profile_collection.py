@@ -80,3 +80,42 @@ def test_the_compiled_sample_is_seeded_stratified_and_deselects_the_rest(tmp_pat
         assert all(key.split("-")[0] in sample["inductor"] for key in apart)
     ci = _collect(tmp_path, "ci", SUITE, "--dl-profile=ci")
     assert len(ci) > 5 * len(runs["a"])
+
+
+def test_low_precision_and_second_order_keep_one_op_of_every_family_per_mode(tmp_path: Path) -> None:
+    """The quick profile's other per-op samples (profiles.QUICK_OP_SUITES): per dtype of the
+    low-precision suite (both frameworks), per framework and derivative mode of the second-order
+    suite, exactly the ops of quick_op_sample for the seed; the ci profile keeps every op."""
+    suites = ("suites/autodiff/test_low_precision.py", "suites/autodiff/test_second_order.py")
+    seed = 6
+    quick = [n for n, _ in _collect(tmp_path, "quick", *suites, "--dl-profile=quick", f"--dl-seed={seed}")]
+    ci = [n for n, _ in _collect(tmp_path, "ci", *suites, "--dl-profile=ci")]
+    found: dict[tuple[str, str], set[str]] = {}
+    for nodeid in quick:
+        test, params = nodeid.split("::")[1].split("[", 1)
+        parts = params.rstrip("]").split("-")
+        if "low_precision" in nodeid:  # [framework-device-op-dtype]
+            framework = {"tf": "tensorflow"}.get(parts[0], parts[0])
+            key = ("low-precision", f"{framework}/{parts[-1]}")
+            op = "-".join(parts[2:-1])
+        else:  # test_<framework>_op_hvp_<mode>[device-op]
+            framework = "torch" if test.startswith("test_torch") else "tensorflow"
+            mode = "reverse-over-reverse" if test.endswith("reverse_over_reverse") else "forward-over-reverse"
+            key, op = ("second-order", f"{framework}/{mode}"), "-".join(parts[1:])
+        found.setdefault(key, set()).add(op)
+    low, second = profiles.quick_op_sample("low-precision", seed), profiles.quick_op_sample("second-order", seed)
+    expected = {("low-precision", f"{fw}/{dtype}"): set(ops) for dtype, ops in low.items()
+                for fw in ("tensorflow", "torch")}
+    expected.update({("second-order", mode): set(ops) for mode, ops in second.items()})
+    assert found == expected
+    assert all(len(ops) == len(profiles.families()) for ops in expected.values())
+    assert len(ci) > 7 * len(quick)
+
+
+def test_quick_leaves_out_the_second_jax_configuration_of_the_keras_backends(tmp_path: Path) -> None:
+    suite = "suites/interop/test_keras_backends.py"
+    quick = [n for n, _ in _collect(tmp_path, "quick", suite, "--dl-profile=quick")]
+    ci = [n for n, _ in _collect(tmp_path, "ci", suite, "--dl-profile=ci")]
+    assert sorted(n for n in ci if n not in quick) == [
+        f"{suite}::test_float64_keras_model_computes_in_float64_on_both_backends[cpu-jax-x64]"]
+    assert any("[cpu-jax]" in n for n in quick) and len(ci) == 7

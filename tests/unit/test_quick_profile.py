@@ -147,3 +147,46 @@ def test_second_order_judges_one_sample_per_op_and_mode_rotating_over_the_ci_sam
             judged = [s for s in so._samples(framework, so.ROR, op, "ci", 0) if s.regime not in so.QUICK_NOISY]
             if framework == so.TORCH and len(judged) > 1:
                 assert ror != fwd, op  # the two modes of one run start at different samples
+
+
+def test_the_ledger_expects_the_low_precision_sample_of_a_quick_report() -> None:
+    from pytest_dlconform.programs.samples import LOW_PRECISION_DTYPES, LOW_PRECISION_MODE
+
+    seed = 3
+    sample = profiles.quick_op_sample("low-precision", seed)
+    assert set(sample) == set(LOW_PRECISION_DTYPES)
+    rows = [{**coverage_key(fw, LOW_PRECISION_MODE, s, dtype=dtype), "count": 1} for fw in ("tensorflow", "torch")
+            for dtype, ops in sample.items() for op in ops for s in samples(op)]
+    led = coverage.ledger(_report("quick", seed, rows), registered())
+    assert led is not None and led["unvisited"] == []
+    assert 0 < led["profile_subset"]["expected"] < led["profile_subset"]["in_scope"]
+    dropped = sample["bfloat16"][0]
+    fewer = [r for r in rows if not (r["op"] == dropped and r["dtype"] == "bfloat16" and r["framework"] == "torch")]
+    led = coverage.ledger(_report("quick", seed, fewer), registered())
+    assert led is not None
+    assert {(r["framework"], r["op"], r["dtype"]) for r in led["unvisited"]} == {("torch", dropped, "bfloat16")}
+    ci = coverage.ledger(_report("ci", seed, rows), registered())
+    assert ci is not None and len(ci["unvisited"]) == led["profile_subset"]["left_out"]
+
+
+def test_each_sampled_suite_takes_one_op_of_every_family_per_mode_and_rotates() -> None:
+    fams = profiles.families()
+    every = {op for ops in fams.values() for op in ops}
+    longest = max(len(ops) for ops in fams.values())
+    for suite, modes in profiles.QUICK_OP_SUITES.items():
+        for seed in SEEDS:
+            sample = profiles.quick_op_sample(suite, seed)
+            assert tuple(sample) == modes
+            assert all(len(set(ops) & set(members)) == 1 for ops in sample.values() for members in fams.values())
+        for mode in modes:
+            assert {op for seed in range(longest) for op in profiles.quick_op_sample(suite, seed)[mode]} == every
+
+
+def test_quick_compiles_one_inductor_mode_per_run_and_successive_seeds_take_each() -> None:
+    from pytest_dlconform.suites.execution import test_compile as tc
+
+    for profile in ("ci", "thorough", "explore", "replay"):
+        assert tc.inductor_modes(profile, 3) == tc.INDUCTOR_MODES
+    n = len(tc.INDUCTOR_MODES)
+    assert all(len(tc.inductor_modes("quick", seed)) == 1 for seed in range(n))
+    assert {tc.inductor_modes("quick", seed)[0] for seed in range(n)} == set(tc.INDUCTOR_MODES)

@@ -49,6 +49,7 @@ from ..core.determinism import deterministic_kernels
 from ..frameworks import Adapter, HarnessError, adapter
 from ..frameworks.fresh import run_python
 from ..frameworks.inputs import budget, float_arrays, float_dtypes, scaled, shapes
+from ..run import quick_selection
 from ..run.profiles import compiled_ops, of_run
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "not_applicable",
     "of_run",
     "op_vjp_reference",
+    "quick_selection",
     "relative_deviation",
     "run_python",
     "scaled",

@@ -10,9 +10,9 @@ under ``coverage`` and the HTML page shows it (:func:`html_section`). A pure fun
 report: it reads, never edits.
 
 A quick-profile report (``environment.profile``) is held to the quick profile's subset: its
-compiled-backward modes compile a stratified sample of the ops for the run's ``--dl-seed``
-(:func:`pytest_dlconform.run.profiles.quick_compiled_sample`), so the combinations of the other
-ops are left out by design, counted under ``profile_subset`` (and named by ``dlconform
+compiled-backward modes and low-precision dtypes check a stratified sample of the ops for the
+run's ``--dl-seed`` (:func:`pytest_dlconform.run.profiles.quick_op_sample`), so the combinations
+of the other ops are left out by design, counted under ``profile_subset`` (and named by ``dlconform
 modes``: "quick profile: N of M combinations, by design"), never listed as unvisited.
 """
 
@@ -85,11 +85,21 @@ def _profile_subset(report: Mapping[str, Any]) -> tuple[str, Any] | None:
     profile = env.get("profile") or (env.get("settings") or {}).get("profile")
     if profile != "quick":
         return None
-    from ..run.profiles import quick_compiled_sample
+    from ..programs.samples import LOW_PRECISION_MODE
+    from ..run.profiles import quick_op_sample
 
-    seed = env.get("seed", (env.get("settings") or {}).get("seed", 0))
-    sample = {f"compiled/{mode}": set(ops) for mode, ops in quick_compiled_sample(int(seed or 0)).items()}
-    return profile, lambda k: k[1] not in sample or k[2] in sample[k[1]]
+    seed = int(env.get("seed", (env.get("settings") or {}).get("seed", 0)) or 0)
+    compiled = {f"compiled/{mode}": set(ops) for mode, ops in quick_op_sample("compiled", seed).items()}
+    low = {dtype: set(ops) for dtype, ops in quick_op_sample("low-precision", seed).items()}
+
+    def expected(k: Key) -> bool:
+        if k[1] in compiled:
+            return k[2] in compiled[k[1]]
+        if k[1] == LOW_PRECISION_MODE:
+            return k[2] in low.get(k[5], ())
+        return True
+
+    return profile, expected
 
 
 def subset_line(cov: Mapping[str, Any]) -> str | None:
@@ -98,8 +108,9 @@ def subset_line(cov: Mapping[str, Any]) -> str | None:
     if not sub:
         return None
     return (f"{sub['profile']} profile: {sub['expected']} of {sub['in_scope']} combinations of the modes it ran, by "
-            f"design ({sub['left_out']} left out: the compiled-backward modes compile a stratified sample of the ops, "
-            "rotated by --dl-seed; --dl-profile=ci checks them all)")
+            f"design ({sub['left_out']} left out: the compiled-backward modes and the low-precision dtypes check a "
+            "stratified sample of the ops, one of every op family, rotated by --dl-seed; --dl-profile=ci checks them "
+            "all)")
 
 
 def summary(cov: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, int]]:

@@ -18,8 +18,8 @@ PHASES = tuple(p for p in Phase if p is not Phase.explain)
 def register() -> None:
     # quick: every pull request of a user's project (about two minutes with -n 2 on two
     # cores): every claim with at least one example (budget(n) scales to n/10, at least 1),
-    # every op in eager, and the compiled-backward suite's stratified sample
-    # (quick_compiled_sample); randomized, and still no example database so a shared checkout
+    # every op in eager, and a stratified sample of the compiled-backward, low-precision and
+    # second-order suites (quick_op_sample); randomized, and still no example database so a shared checkout
     # never replays another person's failures silently. The ci profile checks everything.
     settings.register_profile(
         PREFIX + "quick", max_examples=QUICK_EXAMPLES, deadline=None, database=None, suppress_health_check=_SLOW_OK,
@@ -114,23 +114,44 @@ def families() -> dict[str, tuple[str, ...]]:
     return {family: tuple(ops) for family, ops in out.items()}
 
 
-def quick_compiled_sample(seed: int) -> dict[str, tuple[str, ...]]:
-    """The ops the quick profile compiles in each compiled mode, for ``--dl-seed`` ``seed``.
+#: The per-op suites the quick profile samples by op family, each with the modes its tests are
+#: keyed by, in the order the rotation offsets them: the compiled-backward suite (its compiled
+#: modes), the low-precision suite (its dtypes; both frameworks take the same ops) and the
+#: second-order suite (framework and derivative mode). Every other per-op test (the op suite:
+#: every op in eager, forward, reverse against finite differences, forward against reverse,
+#: every layout; the edge cases) runs every op in the quick profile too.
+QUICK_OP_SUITES: dict[str, tuple[str, ...]] = {
+    "compiled": COMPILED_SUITE_MODES,
+    "low-precision": ("float32", "float16", "bfloat16"),
+    "second-order": ("torch/reverse-over-reverse", "torch/forward-over-reverse",
+                     "tensorflow/reverse-over-reverse", "tensorflow/forward-over-reverse"),
+}
+
+
+def quick_op_sample(suite: str, seed: int) -> dict[str, tuple[str, ...]]:
+    """The ops the quick profile checks in each mode of the per-op ``suite``
+    (:data:`QUICK_OP_SUITES`), for ``--dl-seed`` ``seed``.
 
     Stratified, never random: in every mode one op of every op family, so every mode (with
-    each of its dtypes, which every op's test checks) and every family is compiled in every
+    each of its dtypes, which every op's test checks) and every family is checked in every
     quick run. The op is a rotation by the seed: family ``f`` with ops ``f[0..n-1]`` gives
-    mode ``m`` (its index in :data:`COMPILED_SUITE_MODES`) the op ``f[(seed + m * n // 5) % n]``,
+    mode ``m`` (its index among the suite's ``k`` modes) the op ``f[(seed + m * n // k) % n]``,
     so the modes of one run take different ops of a family, the next seed takes the next op
-    in each, and ``n`` successive seeds compile every op of the family in every mode. The
-    ci profile compiles every op (:func:`compiled_ops` of another profile)."""
+    in each, and ``n`` successive seeds check every op of the family in every mode. The ci
+    profile checks every op."""
+    modes = QUICK_OP_SUITES[suite]
     out: dict[str, tuple[str, ...]] = {}
     fams = families().values()
-    count = len(COMPILED_SUITE_MODES)
-    for m, mode in enumerate(COMPILED_SUITE_MODES):
-        picked = {ops[(seed + m * len(ops) // count) % len(ops)] for ops in fams}
+    for m, mode in enumerate(modes):
+        picked = {ops[(seed + m * len(ops) // len(modes)) % len(ops)] for ops in fams}
         out[mode] = tuple(op for ops in fams for op in ops if op in picked)
     return out
+
+
+def quick_compiled_sample(seed: int) -> dict[str, tuple[str, ...]]:
+    """The ops the quick profile compiles in each compiled mode (:func:`quick_op_sample` of the
+    compiled-backward suite); the ci profile compiles every op (:func:`compiled_ops`)."""
+    return quick_op_sample("compiled", seed)
 
 
 def compiled_ops(profile: str, seed: int, mode: str) -> tuple[str, ...]:
