@@ -22,6 +22,7 @@ visible verdict rather than a choice hidden in the harness.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dlconform.api import HarnessError, evidence, not_applicable, scaled
+from pytest_dlconform.api import HarnessError, evidence, not_applicable, quick_selection, scaled
 from pytest_dlconform.api import crossframework as cf
 
 RUNS = cf.KERAS_RUNS  # the child's environment per run (tensorflow, torch, jax, jax-x64)
@@ -95,12 +96,38 @@ def run_or_failure(run: str, in_path: str, out_path: str, device_kind: str) -> d
         return exc
 
 
+#: What the quick profile leaves out: the second JAX configuration (JAX_ENABLE_X64=1), whose
+#: fresh interpreter costs about 15 s of CPU for the float64 half of the batch alone; the float64
+#: claim keeps its TensorFlow, torch and JAX runs there, and the ci profile runs it.
+QUICK_LEFT_OUT = ("jax-x64",)
+
+
+def _backend_of(item: Any) -> tuple[str, str] | None:
+    """("keras-backends", the run) of a test of this module, else None."""
+    if getattr(item, "module", None) is not sys.modules[__name__] or not hasattr(item, "callspec"):
+        return None
+    run = item.callspec.params.get("keras_backend")
+    return None if run is None else ("keras-backends", str(run))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    quick_selection.register(metafunc, "dlconform-keras-backends-quick-sample", _backend_of,
+                             lambda seed: {"keras-backends": [r for r in RUNS if r not in QUICK_LEFT_OUT]})
+
+
+def _wanted(session: pytest.Session) -> set[str]:
+    """The runs the selected tests of this module read (TensorFlow's always: every backend is
+    also compared with it)."""
+    return {"tensorflow"} | {pair[1] for item in session.items if (pair := _backend_of(item))}
+
+
 @pytest.fixture(scope="session")
-def backend_runs(tf: Any, torch: Any, dl_device: str, dl_settings: Any) -> Runs:
-    """The batch and every backend's results for it (computed once per worker)."""
+def backend_runs(tf: Any, torch: Any, dl_device: str, dl_settings: Any, request: pytest.FixtureRequest) -> Runs:
+    """The batch and the results of every backend a selected test reads (computed once per worker)."""
     batch = batch_for(dl_settings.seed * 7919 + 17)
     missing = {run: why for run in RUNS if (why := cf.keras_run_missing(run))}
-    runnable = [run for run in RUNS if run not in missing]
+    wanted = _wanted(request.session)
+    runnable = [run for run in RUNS if run not in missing and run in wanted]
     with tempfile.TemporaryDirectory(prefix="dlconform-keras-") as tmp:
         in_path = os.path.join(tmp, "batch.npz")
         cf.write_batch(in_path, batch)
