@@ -260,8 +260,10 @@ def _run(pytest_args: Sequence[str], *, announce: bool = True) -> int:
     # pytest.main here could not assert-rewrite the plugin and printed a
     # PytestAssertRewriteWarning (a 160-column line) at the end of every installed user's run.
     sys.stdout.flush()
+    from .core.scheduling import xdist_args
+
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "--pyargs", package, "-p", "no:cacheprovider",
-                             *pytest_args], env=env)
+                             *xdist_args(pytest_args), *pytest_args], env=env)
     while True:
         try:
             return proc.wait()

@@ -68,7 +68,11 @@ def test_command_carries_the_seed_profile_report_and_divergences(tmp_path: Path)
     for part in ("--dl-profile=explore", "--hypothesis-seed=77", "--dl-seed=77", f"--dl-report={tmp_path / 'r.json'}",
                  "--dl-divergences=/d.toml", "pytest_dlconform.suites"):
         assert part in cmd
-    assert cmd[-4:] == ["-n", "2", "-k", "x"]
+    assert cmd[-5:] == ["-n", "2", "--dist=worksteal", "-k", "x"]  # core/scheduling.py
+    own = soak.command("explore", 77, tmp_path / "r.json", workers="2", divergences="/d.toml", extra=["--dist", "load"])
+    assert "--dist=worksteal" not in own and own[-4:] == ["-n", "2", "--dist", "load"]
+    assert "--dist=worksteal" not in soak.command("explore", 77, tmp_path / "r.json", workers="0", divergences="/d",
+                                                  extra=[])
     assert "--dl-claims=autodiff.*" in soak.command("quick", 1, tmp_path / "r.json", workers="0", divergences="/d",
                                                     extra=[], claims="autodiff.*")
 
@@ -165,3 +169,12 @@ def test_quick_and_ci_leave_out_only_the_explain_phase() -> None:
         assert set(laid.phases) == set(Phase), name
     own = budgets.claim_settings(settings(phases=[Phase.generate]), settings.get_profile("dlconform-ci"))
     assert tuple(own.phases) == (Phase.generate,)  # never phases the test left out
+
+
+def test_xdist_runs_steal_work_unless_the_command_line_chose_or_disabled_xdist() -> None:
+    from pytest_dlconform.core.scheduling import WORKSTEAL, xdist_args
+
+    assert xdist_args(["-n", "2", "--dl-profile=quick"]) == [WORKSTEAL]
+    for chosen in (["--dist", "load"], ["--dist=loadgroup"], ["-d", "load"], ["-p", "no:xdist"], ["-pno:xdist"]):
+        assert xdist_args(["-n", "2", *chosen]) == [], chosen
+    assert xdist_args(["-k", "no:xdist"]) == [WORKSTEAL]  # a -k expression is not -p

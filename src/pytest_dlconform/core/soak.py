@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .scheduling import xdist_args
+
 SUITES_PACKAGE = "pytest_dlconform.suites"
 #: What `dlconform soak --help` says first, in users' words.
 DESCRIPTION = ("Run the shipped suites many times with fresh random examples (the quick profile, then "
@@ -113,7 +115,7 @@ def command(profile: str, seed: int, report: Path, *, workers: str, divergences:
     if claims:
         cmd.append(f"--dl-claims={claims}")
     if workers not in ("", "0"):
-        cmd += ["-n", workers]
+        cmd += ["-n", workers, *xdist_args(extra)]  # worksteal unless extra names a --dist (core/scheduling.py)
     return cmd + list(extra)
 
 

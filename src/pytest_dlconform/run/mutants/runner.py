@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core import soak
+from ...core.scheduling import xdist_args
 from . import AREAS, Mutant, registry, site
 
 KILLED, SURVIVED, ERROR = "killed", "survived", "error"
@@ -75,7 +76,7 @@ def command(m: Mutant | None, claims: str, select: str, report: Path, *, profile
     if select:
         cmd += ["-k", select]
     if workers not in ("", "0"):
-        cmd += ["-n", workers]
+        cmd += ["-n", workers, *xdist_args(extra)]  # worksteal unless extra names a --dist (core/scheduling.py)
     return cmd + list(extra)
 
 
