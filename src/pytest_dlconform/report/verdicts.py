@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -71,13 +72,24 @@ def phase_warnings(item: pytest.Item, worker: Worker | None) -> Iterator[None]:
 FRAMEWORK_LOGGERS = ("torch", "tensorflow", "keras", "tf_keras", "jax", "absl", "onnx", "onnxscript", "h5py")
 
 
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+
+
+def warning_kind(text: str) -> str:
+    """The kind of a warning as the evidence counts it: its first line (160 characters), with
+    object addresses ("<function f at 0x7fa43cd8a340>") written 0x... so that the same warning
+    counts as one kind within a run and compares equal between runs (`dlconform compare`
+    reported every run's TensorFlow retracing warnings as drift)."""
+    return _ADDRESS.sub("0x...", text.splitlines()[0] if text else "")[:160]
+
+
 def _count_log(item: pytest.Item, record: logging.LogRecord) -> None:
     try:
         text = record.getMessage()
     except Exception:  # a malformed log call must not break the test
         text = str(record.msg)
     counts = item.stash.setdefault(WARNINGS_KEY, {})
-    key = f"log {record.levelname} {record.name}: {text.splitlines()[0][:160] if text else ''}"
+    key = f"log {record.levelname} {record.name}: {warning_kind(text)}"
     if key in counts or len(counts) < MAX_WARNING_KINDS:
         counts[key] = counts.get(key, 0) + 1
 
@@ -109,7 +121,7 @@ def framework_logs(item: pytest.Item) -> Iterator[None]:
 def _count(item: pytest.Item, caught: list[warnings.WarningMessage]) -> None:
     counts = item.stash.setdefault(WARNINGS_KEY, {})
     for w in caught:
-        key = f"{w.category.__name__}: {str(w.message).splitlines()[0][:160] if str(w.message) else ''}"
+        key = f"{w.category.__name__}: {warning_kind(str(w.message))}"
         if key in counts or len(counts) < MAX_WARNING_KINDS:
             counts[key] = counts.get(key, 0) + 1
     if item.config.get_verbosity() > 0:
