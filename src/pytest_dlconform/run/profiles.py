@@ -16,8 +16,8 @@ PHASES = tuple(p for p in Phase if p is not Phase.explain)
 
 
 def register() -> None:
-    # quick: every pull request of a user's project (about two minutes with -n 2 on two
-    # cores): every claim with at least one example (budget(n) scales to n/10, at least 1),
+    # quick: every pull request of a user's project (about four minutes with -n 2 on two
+    # cores, README "Profiles"): every claim with at least one example (budget(n) scales to n/10, at least 1),
     # every op in eager, and a stratified sample of the compiled-backward, low-precision and
     # second-order suites (quick_op_sample); randomized, and still no example database so a shared checkout
     # never replays another person's failures silently. The ci profile checks everything.
