@@ -142,7 +142,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status when the reader of our output went away (128 + SIGPIPE, as a shell reports).
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``dlconform`` command. A reader that stops reading (``dlconform modes R.json | head``)
+    ends it quietly with :data:`EXIT_BROKEN_PIPE`, not a traceback: what it printed was cut
+    short, so the status is not success."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        import os
+
+        # Python flushes stdout again at exit: point it at /dev/null so that flush cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in DELEGATED:
         # Everything after "run" belongs to pytest, options included (argparse would refuse a

@@ -205,3 +205,20 @@ def test_compare_says_once_that_an_old_report_has_no_suite_hash(tmp_path: Path,
     assert cli.main(["compare", old, old]) == 0
     out = capsys.readouterr().out
     assert out.count("warning:") == 1 and "neither report records which suites it ran" in out
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly() -> None:
+    """`dlconform claims | head -1`: no BrokenPipeError traceback, and a status that is not
+    success (the output was cut short). The listing (about 250 KB) outgrows the pipe's buffer,
+    so the command is still writing when the reader goes away."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_dlconform.cli", "claims"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
