@@ -341,7 +341,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     quick_selection.register_suite(metafunc, "second-order", _mode_op)
 
 
-
 @pytest.mark.claim("autodiff.gradient.second-order")
 @pytest.mark.parametrize("op", ops_for(TORCH, "reverse-fd"))
 def test_torch_op_hvp_reverse_over_reverse(torch, dl_device, dl_settings, op):

@@ -47,6 +47,7 @@ FIXED_PROGRAM = Program(
 # torch.compile's documented modes beside "default" that run on a CPU (reduce-overhead adds
 # CUDA graphs only on CUDA); an elementwise program, so max-autotune has no GEMM to benchmark.
 INDUCTOR_MODES = ("reduce-overhead", "max-autotune-no-cudagraphs")
+MODE_PROGRAM = Program(((4, 3),), (Op("tanh"), Op("sin")))
 
 
 def inductor_modes(profile: str, seed: int) -> tuple[str, ...]:
@@ -55,7 +56,6 @@ def inductor_modes(profile: str, seed: int) -> tuple[str, ...]:
     by ``--dl-seed`` (successive seeds take each in turn; dlconform modes lists the other as
     left to the ci profile)."""
     return INDUCTOR_MODES if profile != "quick" else (INDUCTOR_MODES[seed % len(INDUCTOR_MODES)],)
-MODE_PROGRAM = Program(((4, 3),), (Op("tanh"), Op("sin")))
 
 
 def _require_backend(torch: Any, name: str, device: str) -> None:

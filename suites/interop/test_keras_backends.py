@@ -22,7 +22,6 @@ visible verdict rather than a choice hidden in the harness.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -104,10 +103,7 @@ QUICK_LEFT_OUT = ("jax-x64",)
 
 def _backend_of(item: Any) -> tuple[str, str] | None:
     """("keras-backends", the run) of a test of this module, else None."""
-    if getattr(item, "module", None) is not sys.modules[__name__] or not hasattr(item, "callspec"):
-        return None
-    run = item.callspec.params.get("keras_backend")
-    return None if run is None else ("keras-backends", str(run))
+    return quick_selection.callspec_pair(item, __name__, lambda _: "keras-backends", param="keras_backend")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

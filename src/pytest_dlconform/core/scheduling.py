@@ -26,7 +26,7 @@ def xdist_args(args: Sequence[str]) -> list[str]:
     args = list(args)
     if importlib.util.find_spec("xdist") is None:
         return []
-    disabled = any(a in ("-pno:xdist", "no:xdist") and (a != "no:xdist" or (i and args[i - 1] == "-p"))
+    disabled = any(a == "-pno:xdist" or (a == "no:xdist" and i > 0 and args[i - 1] == "-p")
                    for i, a in enumerate(args))
     chosen = any(a in ("--dist", "-d") or a.startswith("--dist=") for a in args)
     return [] if disabled or chosen else [WORKSTEAL]

@@ -60,13 +60,14 @@ def register_suite(metafunc: pytest.Metafunc, suite: str, pair_of: PairOf) -> bo
     return register(metafunc, f"dlconform-{suite}-quick-sample", pair_of, lambda seed: quick_op_sample(suite, seed))
 
 
-def callspec_pair(item: Any, module: str, mode_of: Callable[[Any], str | None]) -> tuple[str, str] | None:
-    """(mode, op) of a test of ``module`` parametrized by ``op`` (``mode_of`` its mode from
-    the item, None for a test outside the sample), else None."""
+def callspec_pair(item: Any, module: str, mode_of: Callable[[Any], str | None],
+                  param: str = "op") -> tuple[str, str] | None:
+    """(mode, the value of ``param``) of a test of ``module`` parametrized by ``param`` (an op
+    by default; ``mode_of`` its mode from the item, None for a test outside the sample), else None."""
     import sys
 
     if getattr(item, "module", None) is not sys.modules.get(module) or not hasattr(item, "callspec"):
         return None
-    op = item.callspec.params.get("op")
+    value = item.callspec.params.get(param)
     mode = mode_of(item)
-    return None if op is None or mode is None else (mode, str(op))
+    return None if value is None or mode is None else (mode, str(value))
