@@ -45,7 +45,7 @@ def test_an_out_of_scope_name_the_installed_version_lacks_is_a_one_line_error() 
 
 
 def test_out_of_scope_names_of_a_namespace_not_enumerated_are_not_checked() -> None:
-    api_coverage.build([_part({"relu": "function"}, [])], {"tf.nn.not_here": "needs hardware we lack"})
+    api_coverage.build([_part({"relu": "function"}, [])], {"tf.nn.not_here": "needs hardware: a TPU"})
 
 
 def test_covered_uncovered_and_out_of_scope_per_namespace() -> None:

@@ -5,7 +5,7 @@ Pure functions of plain JSON (no framework import), and the table of the ledger'
 (:data:`NAMESPACES`): :mod:`pytest_dlconform.report.api_ledger` enumerates and records in the
 processes that run tests; the controller calls :func:`build`.
 Out-of-scope entries are data, ``api_out_of_scope.toml`` in this package: each names one API
-and gives a one-line reason (deprecated, needs hardware we lack, no documented behaviour to
+and gives a one-line reason (deprecated, needs special hardware such as a TPU, no documented behaviour to
 check); they show as "out of scope", never as "uncovered", unless a test calls them anyway.
 """
 
@@ -119,8 +119,8 @@ def load_out_of_scope(path: str | None = None) -> dict[str, str]:
         if not isinstance(name, str) or not name:
             raise LedgerError(f"{where}: entry {i} has no name; give name = \"torch.nn.functional.upsample\"")
         if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
-            raise LedgerError(f"{where}: {name}: give reason = \"...\" on one line (deprecated, needs hardware we lack, "
-                              "no documented behaviour to check)")
+            raise LedgerError(f"{where}: {name}: give reason = \"...\" on one line (deprecated, "
+                              "needs special hardware such as a TPU, no documented behaviour to check)")
         if set(entry) - {"name", "reason"}:
             raise LedgerError(f"{where}: {name}: unknown key(s) {', '.join(sorted(set(entry) - {'name', 'reason'}))}; "
                               "an entry has only name and reason")
